@@ -1,0 +1,328 @@
+package anthropic
+
+import (
+	"bytes"
+
+	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+)
+
+// Depths of nesting in a request: root 0, messages array 1, message 2,
+// content 3, block 4, tool result content 5, part 6.
+const (
+	dMessages = 1
+	dMessage  = 2
+	dContent  = 3
+	dBlock    = 4
+	dParts    = 5
+	dPart     = 6
+)
+
+func (p *parser) messages(v int) (int, error) {
+	i := jsonscan.SkipSpace(p.b, v)
+	if i >= len(p.b) || p.b[i] != '[' {
+		s, err := jsonscan.ValueAt(p.b, v, dMessages)
+		if err != nil {
+			return 0, err
+		}
+		return 0, shapeErr(s.Start, "messages is not an array")
+	}
+	if p.sawMessages {
+		// A repeated key: the last one wins, as in encoding/json.
+		p.msgs, p.ranges, p.blocks, p.parts, p.pranges = p.msgs[:0], p.ranges[:0], p.blocks[:0], p.parts[:0], p.pranges[:0]
+	}
+	p.sawMessages = true
+	s, err := jsonscan.ArrayEach(p.b, i, dMessages, p.message)
+	return s.End, err
+}
+
+func (p *parser) message(v int) (int, error) {
+	i := jsonscan.SkipSpace(p.b, v)
+	if i >= len(p.b) || p.b[i] != '{' {
+		s, err := jsonscan.ValueAt(p.b, v, dMessage)
+		if err != nil {
+			return 0, err
+		}
+		return 0, shapeErr(s.Start, "message is not an object")
+	}
+	var m conversation.Message
+	first := len(p.blocks)
+	var sawContent bool
+	s, err := jsonscan.ObjectEach(p.b, i, dMessage, func(k span, v int) (int, error) {
+		switch {
+		case p.key(k, "role"):
+			r, err := jsonscan.ValueAt(p.b, v, dContent)
+			if err != nil {
+				return 0, err
+			}
+			m.Role = role(p.b, r)
+			return r.End, nil
+		case p.key(k, "content"):
+			// Last one wins: drop blocks of an earlier content key.
+			p.blocks, p.pranges = p.blocks[:first], p.pranges[:first]
+			sawContent = true
+			c, str, err := p.content(v)
+			m.Content, m.ContentString = c, str
+			return c.End, err
+		}
+		return jsonscan.Skip(p.b, v, dContent)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !sawContent {
+		return 0, shapeErr(s.Start, "message without content")
+	}
+	m.Span = s
+	p.msgs = append(p.msgs, m)
+	p.ranges = append(p.ranges, [2]int{first, len(p.blocks)})
+	return s.End, nil
+}
+
+func role(b []byte, r span) conversation.Role {
+	switch {
+	case jsonscan.StringIs(b, r, "user"):
+		return conversation.RoleUser
+	case jsonscan.StringIs(b, r, "assistant"):
+		return conversation.RoleAssistant
+	case jsonscan.StringIs(b, r, "system"):
+		return conversation.RoleSystem
+	}
+	return conversation.RoleOther
+}
+
+// content parses a message's content: a string (one text block) or an
+// array of blocks. Anything else is kept as the message's content with no
+// blocks, so nothing in it is ever edited.
+func (p *parser) content(v int) (span, bool, error) {
+	i := jsonscan.SkipSpace(p.b, v)
+	if i < len(p.b) && p.b[i] == '[' {
+		s, err := jsonscan.ArrayEach(p.b, i, dContent, p.block)
+		return s, false, err
+	}
+	s, err := jsonscan.ValueAt(p.b, v, dContent)
+	if err != nil || jsonscan.KindOf(p.b, s) != jsonscan.String {
+		return s, false, err
+	}
+	p.blocks = append(p.blocks, conversation.Block{Kind: conversation.Text, Type: "text", Span: s, Text: s})
+	p.pranges = append(p.pranges, [2]int{len(p.parts), len(p.parts)})
+	return s, true, nil
+}
+
+// block parses one content block. Blocks that are not objects, and object
+// blocks of types ctxguard does not know, are Opaque.
+func (p *parser) block(v int) (int, error) {
+	i := jsonscan.SkipSpace(p.b, v)
+	if i >= len(p.b) || p.b[i] != '{' {
+		s, err := jsonscan.ValueAt(p.b, v, dBlock)
+		if err != nil {
+			return 0, err
+		}
+		p.blocks = append(p.blocks, conversation.Block{Kind: conversation.Opaque, Span: s})
+		p.pranges = append(p.pranges, [2]int{len(p.parts), len(p.parts)})
+		return s.End, nil
+	}
+	var blk conversation.Block
+	var typ span
+	var isErr span
+	firstPart := len(p.parts)
+	s, err := jsonscan.ObjectEach(p.b, i, dBlock, func(k span, v int) (int, error) {
+		var dst *span
+		switch {
+		case p.key(k, "type"):
+			dst = &typ
+		case p.key(k, "text"), p.key(k, "thinking"):
+			dst = &blk.Text
+		case p.key(k, "signature"), p.key(k, "data"):
+			dst = &blk.Signature
+		case p.key(k, "id"), p.key(k, "tool_use_id"):
+			dst = &blk.ID
+		case p.key(k, "name"):
+			dst = &blk.Name
+		case p.key(k, "input"):
+			dst = &blk.Input
+		case p.key(k, "is_error"):
+			dst = &isErr
+		case p.key(k, "cache_control"):
+			return p.cacheControl(v, dBlock+1, &blk.CacheControl, k)
+		case p.key(k, "content"):
+			p.parts = p.parts[:firstPart]
+			c, err := p.resultContent(v)
+			blk.Content = c
+			return c.End, err
+		default:
+			return jsonscan.Skip(p.b, v, dBlock+1)
+		}
+		x, err := jsonscan.ValueAt(p.b, v, dBlock+1)
+		*dst = x
+		return x.End, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	blk.Span = s
+	blk.Call = [2]int{-1, -1}
+	blk.Kind = kindOf(p.b, typ)
+	if !typ.IsZero() {
+		if t, err := jsonscan.Unquote(typ.Bytes(p.b)); err == nil {
+			blk.Type = t
+		}
+	}
+	blk.IsError = string(isErr.Bytes(p.b)) == "true"
+	// Keep only the spans that mean what this package says they mean for
+	// the block's kind, and demote blocks whose fields are not the types
+	// the API requires, so passes never edit what they misread.
+	str := func(x span) bool { return jsonscan.KindOf(p.b, x) == jsonscan.String }
+	switch blk.Kind {
+	case conversation.Text:
+		if !str(blk.Text) {
+			blk.Kind = conversation.Opaque
+		}
+	case conversation.Thinking, conversation.RedactedThinking:
+		if blk.Kind == conversation.Thinking && !str(blk.Text) {
+			blk.Kind = conversation.Opaque
+		}
+	case conversation.ToolCall:
+		if !str(blk.ID) || !str(blk.Name) || blk.Input.IsZero() {
+			blk.Kind = conversation.Opaque
+		}
+	case conversation.ToolResult:
+		if !str(blk.ID) {
+			blk.Kind = conversation.Opaque
+		}
+	}
+	if blk.Kind != conversation.ToolResult {
+		p.parts = p.parts[:firstPart]
+		blk.Content = span{}
+	}
+	if blk.Kind != conversation.ToolCall && blk.Kind != conversation.ToolResult {
+		blk.ID, blk.Name, blk.Input = span{}, span{}, span{}
+	}
+	p.blocks = append(p.blocks, blk)
+	p.pranges = append(p.pranges, [2]int{firstPart, len(p.parts)})
+	return s.End, nil
+}
+
+func kindOf(b []byte, typ span) conversation.Kind {
+	switch {
+	case jsonscan.StringIs(b, typ, "text"):
+		return conversation.Text
+	case jsonscan.StringIs(b, typ, "tool_use"):
+		return conversation.ToolCall
+	case jsonscan.StringIs(b, typ, "tool_result"):
+		return conversation.ToolResult
+	case jsonscan.StringIs(b, typ, "thinking"):
+		return conversation.Thinking
+	case jsonscan.StringIs(b, typ, "redacted_thinking"):
+		return conversation.RedactedThinking
+	case jsonscan.StringIs(b, typ, "image"):
+		return conversation.Image
+	case jsonscan.StringIs(b, typ, "document"):
+		return conversation.Document
+	}
+	return conversation.Opaque
+}
+
+// resultContent parses a tool_result's content: a string or an array of
+// blocks (text, image, ...). Parts of other shapes are Opaque.
+func (p *parser) resultContent(v int) (span, error) {
+	i := jsonscan.SkipSpace(p.b, v)
+	if i < len(p.b) && p.b[i] == '[' {
+		return jsonscan.ArrayEach(p.b, i, dParts, p.part)
+	}
+	s, err := jsonscan.ValueAt(p.b, v, dParts)
+	if err == nil && jsonscan.KindOf(p.b, s) == jsonscan.String {
+		p.parts = append(p.parts, conversation.Part{Kind: conversation.Text, Span: s, Text: s})
+	}
+	return s, err
+}
+
+func (p *parser) part(v int) (int, error) {
+	i := jsonscan.SkipSpace(p.b, v)
+	if i >= len(p.b) || p.b[i] != '{' {
+		s, err := jsonscan.ValueAt(p.b, v, dPart)
+		if err == nil {
+			p.parts = append(p.parts, conversation.Part{Kind: conversation.Opaque, Span: s})
+		}
+		return s.End, err
+	}
+	var typ, text, cc span
+	s, err := jsonscan.ObjectEach(p.b, i, dPart, func(k span, v int) (int, error) {
+		var dst *span
+		switch {
+		case p.key(k, "type"):
+			dst = &typ
+		case p.key(k, "text"):
+			dst = &text
+		case p.key(k, "cache_control"):
+			return p.cacheControl(v, dPart+1, &cc, k)
+		default:
+			return jsonscan.Skip(p.b, v, dPart+1)
+		}
+		x, err := jsonscan.ValueAt(p.b, v, dPart+1)
+		*dst = x
+		return x.End, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	pt := conversation.Part{Kind: kindOf(p.b, typ), Span: s}
+	switch pt.Kind {
+	case conversation.Text:
+		if jsonscan.KindOf(p.b, text) == jsonscan.String {
+			pt.Text = text
+		} else {
+			pt.Kind = conversation.Opaque
+		}
+	case conversation.Image, conversation.Document:
+	default:
+		pt.Kind = conversation.Opaque
+	}
+	p.parts = append(p.parts, pt)
+	return s.End, nil
+}
+
+// pair links each tool result to the call it answers, looking in the
+// nearest preceding assistant message as the API requires, and copies the
+// call's name onto the result.
+func (p *parser) pair() {
+	msgs := p.c.Messages
+	prevAsst := -1
+	for mi := range msgs {
+		m := &msgs[mi]
+		if m.Role == conversation.RoleAssistant {
+			prevAsst = mi
+			continue
+		}
+		if prevAsst < 0 {
+			continue
+		}
+		for bi := range m.Blocks {
+			r := &m.Blocks[bi]
+			if r.Kind != conversation.ToolResult {
+				continue
+			}
+			for ci, c := range msgs[prevAsst].Blocks {
+				if c.Kind == conversation.ToolCall && sameString(p.b, c.ID, r.ID) {
+					r.Call = [2]int{prevAsst, ci}
+					r.Name = c.Name
+					break
+				}
+			}
+		}
+	}
+}
+
+// sameString compares two JSON string literals by value.
+func sameString(b []byte, x, y span) bool {
+	bx, by := x.Bytes(b), y.Bytes(b)
+	if bytes.Equal(bx, by) {
+		return true
+	}
+	if bytes.IndexByte(bx, '\\') < 0 && bytes.IndexByte(by, '\\') < 0 {
+		return false
+	}
+	sx, e1 := jsonscan.Unquote(bx)
+	sy, e2 := jsonscan.Unquote(by)
+	return e1 == nil && e2 == nil && sx == sy
+}

@@ -1,0 +1,176 @@
+// Package anthropic is ctxguard's protocol adapter for the Anthropic
+// Messages API: it finds the messages and content blocks of a request as
+// byte spans (Parse), reads token usage from responses without buffering
+// them (Usage, UsageTap), and renders errors the way the API does.
+package anthropic
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+)
+
+type (
+	span = jsonscan.Span
+	conv = conversation.Conversation
+)
+
+// ErrShape is wrapped by Parse errors for bodies that are valid JSON but not
+// a Messages request ctxguard understands (no messages array, a message
+// that is not an object, ...). Such bodies are forwarded untouched.
+var ErrShape = errors.New("not an Anthropic Messages request")
+
+func shapeErr(off int, msg string) error {
+	return fmt.Errorf("%w: %s at offset %d", ErrShape, msg, off)
+}
+
+// Parse locates the parts of a Messages request body in one scan. It
+// validates the whole body as encoding/json would (a *jsonscan.SyntaxError
+// otherwise) and checks the shape it relies on (ErrShape otherwise). The
+// result aliases body, which must not change while the result is in use.
+func Parse(body []byte) (*conv, error) {
+	p := parser{b: body}
+	return p.parse()
+}
+
+type parser struct {
+	b           []byte
+	c           conv
+	sawMessages bool
+	blocks []conversation.Block
+	parts  []conversation.Part
+	msgs   []conversation.Message
+	// per message: index range into blocks
+	ranges [][2]int
+	// per block: index range into parts
+	pranges [][2]int
+}
+
+func (p *parser) key(k span, name string) bool { return jsonscan.KeyIs(p.b, k, name) }
+
+func (p *parser) parse() (*conv, error) {
+	b := p.b
+	if i := jsonscan.SkipSpace(b, 0); i >= len(b) || b[i] != '{' {
+		r, err := jsonscan.Root(b)
+		if err != nil {
+			return nil, err
+		}
+		return nil, shapeErr(r.Start, "body is not an object")
+	}
+	root, err := jsonscan.ObjectEach(b, 0, 0, func(k span, v int) (int, error) {
+		switch {
+		case p.key(k, "messages"):
+			return p.messages(v)
+		case p.key(k, "model"):
+			s, err := jsonscan.ValueAt(b, v, 1)
+			if err == nil {
+				if jsonscan.KindOf(b, s) != jsonscan.String {
+					return 0, shapeErr(s.Start, "model is not a string")
+				}
+				p.c.Model, err = jsonscan.Unquote(s.Bytes(b))
+			}
+			return s.End, err
+		case p.key(k, "system"):
+			s, err := p.system(v)
+			p.c.System = s
+			return s.End, err
+		case p.key(k, "tools"):
+			s, err := p.tools(v)
+			p.c.Tools = s
+			return s.End, err
+		case p.key(k, "stream"):
+			s, err := jsonscan.ValueAt(b, v, 1)
+			p.c.Stream = err == nil && string(s.Bytes(b)) == "true"
+			return s.End, err
+		case p.key(k, "thinking"):
+			return p.member(&p.c.Thinking, k, v)
+		case p.key(k, "context_management"):
+			return p.member(&p.c.ContextManagement, k, v)
+		case p.key(k, "metadata"):
+			return p.member(&p.c.Metadata, k, v)
+		}
+		return jsonscan.Skip(b, v, 1)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if i := jsonscan.SkipSpace(b, root.End); i != len(b) {
+		return nil, &jsonscan.SyntaxError{Offset: i, Msg: "data after top-level value"}
+	}
+	if !p.sawMessages {
+		return nil, shapeErr(root.Start, "no messages array")
+	}
+	p.c.Body = b
+	p.c.Root = root
+	for i := range p.blocks {
+		r := p.pranges[i]
+		p.blocks[i].Parts = p.parts[r[0]:r[1]:r[1]]
+	}
+	p.c.Messages = make([]conversation.Message, len(p.ranges))
+	for i, r := range p.ranges {
+		p.c.Messages[i] = p.msgs[i]
+		p.c.Messages[i].Blocks = p.blocks[r[0]:r[1]:r[1]]
+	}
+	p.pair()
+	return &p.c, nil
+}
+
+func (p *parser) member(m *conversation.Member, k span, v int) (int, error) {
+	s, err := jsonscan.ValueAt(p.b, v, 1)
+	*m = conversation.Member{Whole: span{Start: k.Start, End: s.End}, Value: s}
+	return s.End, err
+}
+
+// hasCacheControl reports whether the cache_control member at v is a
+// marker (anything but null).
+func (p *parser) cacheControl(v int, depth int, dst *span, k span) (int, error) {
+	s, err := jsonscan.ValueAt(p.b, v, depth)
+	if err != nil {
+		return 0, err
+	}
+	if jsonscan.KindOf(p.b, s) != jsonscan.Null {
+		p.c.CacheMarkers++
+		*dst = span{Start: k.Start, End: s.End}
+	}
+	return s.End, nil
+}
+
+// system accepts a string or an array of blocks, counting cache markers.
+func (p *parser) system(v int) (span, error) {
+	i := jsonscan.SkipSpace(p.b, v)
+	if i < len(p.b) && p.b[i] == '[' {
+		return jsonscan.ArrayEach(p.b, i, 1, func(e int) (int, error) {
+			return p.anyBlock(e, 2)
+		})
+	}
+	return jsonscan.ValueAt(p.b, v, 1)
+}
+
+func (p *parser) tools(v int) (span, error) {
+	i := jsonscan.SkipSpace(p.b, v)
+	if i < len(p.b) && p.b[i] == '[' {
+		return jsonscan.ArrayEach(p.b, i, 1, func(e int) (int, error) {
+			return p.anyBlock(e, 2)
+		})
+	}
+	return jsonscan.ValueAt(p.b, v, 1)
+}
+
+// anyBlock skips a value, counting a top-level cache_control if it is an
+// object.
+func (p *parser) anyBlock(e, depth int) (int, error) {
+	i := jsonscan.SkipSpace(p.b, e)
+	if i >= len(p.b) || p.b[i] != '{' {
+		return jsonscan.Skip(p.b, e, depth)
+	}
+	var cc span
+	s, err := jsonscan.ObjectEach(p.b, i, depth, func(k span, v int) (int, error) {
+		if p.key(k, "cache_control") {
+			return p.cacheControl(v, depth+1, &cc, k)
+		}
+		return jsonscan.Skip(p.b, v, depth+1)
+	})
+	return s.End, err
+}

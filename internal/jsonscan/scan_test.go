@@ -1,0 +1,184 @@
+package jsonscan
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// toAny rebuilds the value at s using only this package, for comparison
+// with encoding/json's decoding of the same bytes.
+func toAny(t testing.TB, b []byte, s Span) any {
+	switch KindOf(b, s) {
+	case Object:
+		m := map[string]any{}
+		it := Members(b, s)
+		for k, v, ok := it.NextMember(); ok; k, v, ok = it.NextMember() {
+			key, err := Unquote(k.Bytes(b))
+			if err != nil {
+				t.Fatalf("Unquote key %q: %v", k.Bytes(b), err)
+			}
+			m[key] = toAny(t, b, v)
+		}
+		if it.Err() != nil {
+			t.Fatalf("members: %v", it.Err())
+		}
+		return m
+	case Array:
+		a := []any{}
+		it := Elements(b, s)
+		for v, ok := it.NextElement(); ok; v, ok = it.NextElement() {
+			a = append(a, toAny(t, b, v))
+		}
+		if it.Err() != nil {
+			t.Fatalf("elements: %v", it.Err())
+		}
+		return a
+	case String:
+		str, err := Unquote(s.Bytes(b))
+		if err != nil {
+			t.Fatalf("Unquote %q: %v", s.Bytes(b), err)
+		}
+		return str
+	case Number:
+		return json.Number(s.Bytes(b))
+	case Bool:
+		return b[s.Start] == 't'
+	case Null:
+		return nil
+	}
+	t.Fatalf("invalid kind at %d", s.Start)
+	return nil
+}
+
+func reference(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	err := d.Decode(&v)
+	return v, err
+}
+
+// checkAgainstReference is the property both the unit tests and the fuzzer
+// assert: the scanner accepts exactly what encoding/json accepts, and on
+// accepted input every span decodes to what encoding/json decodes.
+func checkAgainstReference(t testing.TB, b []byte) {
+	root, err := Root(b)
+	if got, want := err == nil, json.Valid(b); got != want {
+		t.Fatalf("Valid(%q) = %v (err %v), encoding/json says %v", b, got, err, want)
+	}
+	if err != nil {
+		return
+	}
+	want, rerr := reference(b)
+	if rerr != nil {
+		t.Fatalf("reference decode: %v", rerr)
+	}
+	got := toAny(t, b, root)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("decoded value mismatch for %q (-encoding/json +jsonscan):\n%s", b, d)
+	}
+}
+
+func TestAgainstReference(t *testing.T) {
+	for _, in := range corpus {
+		t.Run("", func(t *testing.T) { checkAgainstReference(t, []byte(in)) })
+	}
+}
+
+var corpus = []string{
+	`{}`, `[]`, `""`, `0`, `-0`, `1.50`, `-1.5e+10`, `1E5`, `12345678901234567890123`,
+	`true`, `false`, `null`, ` {"a" : [1, 2, {"b": null}] } `,
+	`{"\u0074ype":"text","type":"x"}`, `"\u00e9\/\\\"\b\f\n\r\t"`, `"\ud83d\ude00"`, `"\ud83d"`,
+	`"\udc00\ud800"`, `"\ud800\u0041"`, "\"\xff\xfe\"", `"é中文😀"`,
+	`[[[[[[[[[[]]]]]]]]]]`, `{"a":{"b":{"c":[{},[],""]}}}`,
+	// invalid
+	``, ` `, `{`, `}`, `[1,]`, `{"a":1,}`, `{"a" 1}`, `{a:1}`, `01`, `1.`, `.5`, `-`, `1e`, `+1`,
+	`tru`, `nul`, `[1 2]`, `"abc`, `"\x"`, `"\u12"`, `"\u12G4"`, "\"a\x01b\"", `{} {}`, `[}`, `{]`,
+	`"\`, `[`, `{"a"`, `{"a":`, `NaN`, `[1,,2]`, `{"a":1 "b":2}`,
+}
+
+func TestDepthLimit(t *testing.T) {
+	for _, n := range []int{MaxDepth - 1, MaxDepth, MaxDepth + 1} {
+		b := []byte(strings.Repeat("[", n) + strings.Repeat("]", n))
+		if got, want := Valid(b), json.Valid(b); got != want {
+			t.Errorf("depth %d: Valid = %v, encoding/json %v", n, got, want)
+		}
+	}
+}
+
+func TestSpecialMask(t *testing.T) {
+	// Every byte value in every lane: the SWAR mask must flag exactly
+	// '"', '\\' and bytes below 0x20.
+	for c := 0; c < 256; c++ {
+		for lane := 0; lane < 8; lane++ {
+			var w [8]byte
+			for i := range w {
+				w[i] = 'a'
+			}
+			w[lane] = byte(c)
+			m := special(uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+				uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56)
+			want := c == '"' || c == '\\' || c < 0x20
+			got := m&(0x80<<(8*lane)) != 0
+			if got != want || (m&^(0x80<<(8*lane))) != 0 {
+				t.Fatalf("byte %#x lane %d: mask %#x, want flagged=%v", c, lane, m, want)
+			}
+		}
+	}
+}
+
+func TestQuoteRoundTrip(t *testing.T) {
+	for _, s := range []string{"", "plain", "a\"b\\c", "\n\r\t\b\f\x00\x1f", "<p>&amp;</p>", "é中😀", "bad\xffutf8"} {
+		q := AppendQuote(nil, s)
+		if !json.Valid(q) {
+			t.Fatalf("AppendQuote(%q) = %s is not valid JSON", s, q)
+		}
+		var want string
+		if err := json.Unmarshal(q, &want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Unquote(q)
+		if err != nil || got != want {
+			t.Errorf("Unquote(AppendQuote(%q)) = %q, %v; encoding/json gives %q", s, got, err, want)
+		}
+		if strings.ToValidUTF8(s, "\uFFFD") != got {
+			t.Errorf("round trip of %q gave %q", s, got)
+		}
+	}
+}
+
+func TestLookupLastWins(t *testing.T) {
+	b := []byte(`{"a":1,"b":2,"a":3}`)
+	v, err := Lookup(b, Span{0, len(b)}, "a")
+	if err != nil || string(v.Bytes(b)) != "3" {
+		t.Fatalf("Lookup a = %q, %v; want 3", v.Bytes(b), err)
+	}
+	if _, err := Lookup(b, Span{0, len(b)}, "c"); err != ErrNotFound {
+		t.Fatalf("Lookup c err = %v, want ErrNotFound", err)
+	}
+}
+
+func FuzzScanner(f *testing.F) {
+	for _, in := range corpus {
+		f.Add([]byte(in))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkAgainstReference(t, b) })
+}
+
+func FuzzQuote(f *testing.F) {
+	f.Add("hello\n\"world\"\x00\xff")
+	f.Fuzz(func(t *testing.T, s string) {
+		q := AppendQuote(nil, s)
+		var want string
+		if err := json.Unmarshal(q, &want); err != nil {
+			t.Fatalf("AppendQuote(%q) = %s: %v", s, q, err)
+		}
+		if got, err := Unquote(q); err != nil || got != want {
+			t.Fatalf("Unquote = %q, %v; want %q", got, err, want)
+		}
+	})
+}

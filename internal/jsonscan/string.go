@@ -1,0 +1,164 @@
+package jsonscan
+
+import (
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Unquote decodes the JSON string literal q (quotes included) the way
+// encoding/json does: invalid UTF-8 and unpaired surrogates become U+FFFD.
+func Unquote(q []byte) (string, error) {
+	if len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
+		return "", errAt(0, "not a string literal")
+	}
+	raw := q[1 : len(q)-1]
+	// Fast path: no escapes and valid UTF-8 needs only a copy.
+	simple := true
+	for _, c := range raw {
+		if c == '\\' || c == '"' || c < 0x20 || c >= utf8.RuneSelf {
+			simple = false
+			break
+		}
+	}
+	if simple {
+		return string(raw), nil
+	}
+	out, err := AppendUnquote(make([]byte, 0, len(raw)), q)
+	return string(out), err
+}
+
+// AppendUnquote appends the decoded form of the JSON string literal q to dst.
+func AppendUnquote(dst, q []byte) ([]byte, error) {
+	if len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
+		return dst, errAt(0, "not a string literal")
+	}
+	raw := q[1 : len(q)-1]
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '\\':
+			if i+1 >= len(raw) {
+				return dst, errAt(i+1, "truncated escape")
+			}
+			switch e := raw[i+1]; e {
+			case '"', '\\', '/':
+				dst = append(dst, e)
+				i += 2
+			case 'b':
+				dst = append(dst, '\b')
+				i += 2
+			case 'f':
+				dst = append(dst, '\f')
+				i += 2
+			case 'n':
+				dst = append(dst, '\n')
+				i += 2
+			case 'r':
+				dst = append(dst, '\r')
+				i += 2
+			case 't':
+				dst = append(dst, '\t')
+				i += 2
+			case 'u':
+				r, ok := hex4(raw, i+2)
+				if !ok {
+					return dst, errAt(i+1, "invalid \\u escape")
+				}
+				i += 6
+				if utf16.IsSurrogate(r) {
+					r2, ok2 := rune(-1), false
+					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+						r2, ok2 = hex4(raw, i+2)
+					}
+					if dec := utf16.DecodeRune(r, r2); ok2 && dec != utf8.RuneError {
+						r = dec
+						i += 6
+					} else {
+						r = utf8.RuneError
+					}
+				}
+				dst = utf8.AppendRune(dst, r)
+			default:
+				return dst, errAt(i+1, "invalid escape character")
+			}
+		case c < 0x20 || c == '"':
+			return dst, errAt(i, "unescaped character in string")
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, "\uFFFD"...)
+			} else {
+				dst = append(dst, raw[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return dst, nil
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(b[i:i+4]), 16, 32)
+	if err != nil {
+		return 0, false
+	}
+	return rune(v), true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// AppendQuote appends s to dst as a JSON string literal. It escapes only what
+// JSON requires ('"', '\\' and control characters, using \n \r \t \b \f
+// where they exist and \u00XX otherwise) and writes everything else,
+// including '<', '>', '&' and non-ASCII text, as UTF-8. Invalid UTF-8 becomes
+// U+FFFD. The output is a deterministic function of s.
+func AppendQuote(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, "\uFFFD"...)
+				i += size
+				start = i
+				continue
+			}
+			i += size
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

@@ -1,0 +1,260 @@
+// Package pipeline runs an ordered list of passes over one request and
+// splices their edits into the body once.
+//
+// A Pipeline is compiled once from configuration and is safe for
+// concurrent use; each request gets its own Request. A pass reads the
+// Conversation (and, through Request.Current, what earlier passes made of
+// it) and returns edits; it never re-serializes the body. If any pass
+// returns an error or panics, Run fails open: the result carries the
+// original body unchanged and the failure, which the caller counts and
+// logs.
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/splice"
+)
+
+// Span is a byte range in the request body.
+type Span = conversation.Span
+
+// Pass is one rewrite rule.
+type Pass interface {
+	// Name identifies the pass in logs, headers and reports.
+	Name() string
+	// Run inspects r and returns the edits it wants. It must not modify
+	// r.Conv or the body, and must be safe for concurrent use: one Pass
+	// value serves every request. Edits that cover edits of earlier
+	// passes replace them.
+	Run(r *Request) ([]splice.Edit, error)
+}
+
+// Request is the state of one request moving through a pipeline. It is
+// used by one goroutine at a time.
+type Request struct {
+	Ctx     context.Context
+	Conv    *conversation.Conversation
+	Session string // the session key (see package session), may be empty
+	Env     *Env   // per-request facts shared by passes (model limits, ...)
+
+	edits    splice.Set
+	removals []removal
+	betas    []string
+	notes    []string
+}
+
+// Env carries what passes need to know about a request beyond its body.
+// It is filled by the caller before Run.
+type Env struct {
+	Window    int // the model's context window in tokens
+	MaxOutput int // the model's maximum output in tokens
+	// Binding reports that the model enforces thinking-block binding to
+	// the exact prefix it was produced with.
+	Binding bool
+}
+
+// Current returns the bytes of span sp as earlier passes left them.
+func (r *Request) Current(sp Span) ([]byte, error) { return r.edits.Current(r.Conv.Body, sp) }
+
+// Edited reports whether any earlier edit touches sp.
+func (r *Request) Edited(sp Span) bool { return r.edits.Touches(sp) }
+
+// AddBeta asks for a value to be added to the anthropic-beta header.
+func (r *Request) AddBeta(b string) {
+	for _, x := range r.betas {
+		if x == b {
+			return
+		}
+	}
+	r.betas = append(r.betas, b)
+}
+
+// Note records a short fact about what a pass decided, for logs and the
+// x-ctxguard-* response headers. Notes never contain request content.
+func (r *Request) Note(s string) { r.notes = append(r.notes, s) }
+
+// removal is a block or message a pass removed; it is widened to take its
+// separator with it when the edits are finalized.
+type removal struct {
+	parent Span   // the array holding the element
+	elems  []Span // all elements of that array, in order
+	index  int
+}
+
+// RemoveBlock returns the edit that removes block bi of message mi. The
+// pipeline widens it to take a comma with it. A pass must not remove every
+// block of a message; it removes the message instead.
+func (r *Request) RemoveBlock(mi, bi int) splice.Edit {
+	m := &r.Conv.Messages[mi]
+	elems := make([]Span, len(m.Blocks))
+	for i := range m.Blocks {
+		elems[i] = m.Blocks[i].Span
+	}
+	r.removals = append(r.removals, removal{parent: m.Content, elems: elems, index: bi})
+	return splice.Edit{Span: elems[bi]}
+}
+
+// PassStat is what one pass did to one request.
+type PassStat struct {
+	Name  string
+	Edits int
+	Saved int // bytes removed (negative if the pass added bytes)
+}
+
+// Result is the outcome of running a pipeline on one request.
+type Result struct {
+	Body    []byte // the body to send: the original when nothing changed or on failure
+	Changed bool
+	Passes  []PassStat
+	Betas   []string // values to add to the anthropic-beta header
+	Notes   []string
+	// Err is set when a pass failed and the original body was kept.
+	Err      error
+	FailedIn string // the pass that failed
+	Elapsed  time.Duration
+}
+
+// Pipeline is a compiled, ordered list of passes.
+type Pipeline struct {
+	passes   []Pass
+	failures atomic.Int64
+	log      *slog.Logger
+}
+
+// New returns a pipeline running passes in order.
+func New(log *slog.Logger, passes ...Pass) *Pipeline {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Pipeline{passes: passes, log: log}
+}
+
+// Passes returns the names of the passes in order.
+func (p *Pipeline) Passes() []string {
+	n := make([]string, len(p.passes))
+	for i, x := range p.passes {
+		n[i] = x.Name()
+	}
+	return n
+}
+
+// Failures reports how many requests failed open so far.
+func (p *Pipeline) Failures() int64 { return p.failures.Load() }
+
+// PassError is a pass failure, with the pass's name.
+type PassError struct {
+	Pass string
+	Err  error
+}
+
+func (e *PassError) Error() string { return fmt.Sprintf("pass %s: %v", e.Pass, e.Err) }
+func (e *PassError) Unwrap() error { return e.Err }
+
+// Run applies every pass to r and splices the result. It never panics: a
+// failing pass makes it return the original body with Err set.
+func (p *Pipeline) Run(r *Request) (res Result) {
+	start := time.Now()
+	body := r.Conv.Body
+	res.Body = body
+	defer func() { res.Elapsed = time.Since(start) }()
+	for _, ps := range p.passes {
+		st, err := p.runPass(ps, r)
+		if err != nil {
+			p.failures.Add(1)
+			return Result{Body: body, Err: &PassError{Pass: ps.Name(), Err: err}, FailedIn: ps.Name(), Passes: res.Passes}
+		}
+		res.Passes = append(res.Passes, st)
+	}
+	if err := r.finalize(); err != nil {
+		p.failures.Add(1)
+		return Result{Body: body, Err: &PassError{Pass: "splice", Err: err}, FailedIn: "splice", Passes: res.Passes}
+	}
+	out, err := r.edits.Apply(body)
+	if err != nil {
+		p.failures.Add(1)
+		return Result{Body: body, Err: &PassError{Pass: "splice", Err: err}, FailedIn: "splice", Passes: res.Passes}
+	}
+	res.Body = out
+	res.Changed = r.edits.Len() > 0
+	res.Betas = r.betas
+	res.Notes = r.notes
+	return res
+}
+
+func (p *Pipeline) runPass(ps Pass, r *Request) (st PassStat, err error) {
+	st.Name = ps.Name()
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
+		}
+	}()
+	edits, err := ps.Run(r)
+	if err != nil {
+		return st, err
+	}
+	before := r.edits.Size(r.Conv.Body)
+	for _, e := range edits {
+		if err := r.edits.Add(e); err != nil {
+			return st, err
+		}
+	}
+	st.Edits = len(edits)
+	st.Saved = before - r.edits.Size(r.Conv.Body)
+	return st, nil
+}
+
+// finalize widens removals so each takes one separator with it. Runs of
+// adjacent removed elements in one array are merged into one edit.
+func (r *Request) finalize() error {
+	if len(r.removals) == 0 {
+		return nil
+	}
+	// Group by parent array; removals of one array are usually together.
+	byParent := map[Span][]removal{}
+	var order []Span
+	for _, x := range r.removals {
+		if _, ok := byParent[x.parent]; !ok {
+			order = append(order, x.parent)
+		}
+		byParent[x.parent] = append(byParent[x.parent], x)
+	}
+	for _, parent := range order {
+		rs := byParent[parent]
+		elems := rs[0].elems
+		gone := make([]bool, len(elems))
+		for _, x := range rs {
+			gone[x.index] = true
+		}
+		for i := 0; i < len(elems); {
+			if !gone[i] {
+				i++
+				continue
+			}
+			j := i
+			for j+1 < len(elems) && gone[j+1] {
+				j++
+			}
+			var sp Span
+			switch {
+			case j+1 < len(elems):
+				sp = Span{Start: elems[i].Start, End: elems[j+1].Start}
+			case i > 0:
+				sp = Span{Start: elems[i-1].End, End: elems[j].End}
+			default:
+				return fmt.Errorf("removal of every element of the array at %d", parent.Start)
+			}
+			if err := r.edits.Add(splice.Edit{Span: sp}); err != nil {
+				return err
+			}
+			i = j + 1
+		}
+	}
+	return nil
+}

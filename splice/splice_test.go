@@ -1,0 +1,91 @@
+package splice
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func sp(a, b int) Span { return Span{Start: a, End: b} }
+
+func TestApply(t *testing.T) {
+	body := []byte("0123456789")
+	for _, tc := range []struct {
+		name    string
+		edits   []Edit
+		want    string
+		wantErr bool
+	}{
+		{"none", nil, "0123456789", false},
+		{"replace", []Edit{{sp(2, 4), []byte("ab")}}, "01ab456789", false},
+		{"insert", []Edit{{sp(3, 3), []byte("X")}}, "012X3456789", false},
+		{"delete", []Edit{{sp(0, 10), nil}}, "", false},
+		{"adjacent", []Edit{{sp(2, 4), []byte("a")}, {sp(4, 6), []byte("b")}}, "01ab6789", false},
+		{"insert at replace start", []Edit{{sp(2, 4), []byte("a")}, {sp(2, 2), []byte("I")}}, "01Ia456789", false},
+		{"insert at replace end", []Edit{{sp(2, 4), []byte("a")}, {sp(4, 4), []byte("I")}}, "01aI456789", false},
+		{"covering replaces", []Edit{{sp(2, 3), []byte("a")}, {sp(5, 5), []byte("i")}, {sp(1, 8), []byte("Z")}}, "0Z89", false},
+		{"same span supersedes", []Edit{{sp(2, 4), []byte("a")}, {sp(2, 4), []byte("b")}}, "01b456789", false},
+		{"partial overlap", []Edit{{sp(2, 5), nil}, {sp(4, 7), nil}}, "", true},
+		{"inside earlier", []Edit{{sp(2, 8), nil}, {sp(3, 4), nil}}, "", true},
+		{"insert inside earlier", []Edit{{sp(2, 8), nil}, {sp(3, 3), nil}}, "", true},
+		{"two inserts", []Edit{{sp(3, 3), nil}, {sp(3, 3), nil}}, "", true},
+		{"bad span", []Edit{{sp(3, 2), nil}}, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Set
+			var err error
+			for _, e := range tc.edits {
+				if err = s.Add(e); err != nil {
+					break
+				}
+			}
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Add err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			got, err := s.Apply(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, string(got)); d != "" {
+				t.Errorf("Apply (-want +got):\n%s", d)
+			}
+			if s.Size(body) != len(got) {
+				t.Errorf("Size = %d, len = %d", s.Size(body), len(got))
+			}
+			if string(body) != "0123456789" {
+				t.Fatal("body modified")
+			}
+		})
+	}
+}
+
+func TestCurrent(t *testing.T) {
+	body := []byte("0123456789")
+	var s Set
+	for _, e := range []Edit{{sp(2, 4), []byte("ab")}, {sp(6, 6), []byte("I")}, {sp(8, 9), nil}} {
+		if err := s.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		sp      Span
+		want    string
+		wantErr bool
+	}{
+		{sp(0, 10), "01ab45I679", false},
+		{sp(2, 4), "ab", false},
+		{sp(4, 6), "45", false}, // insertion at the end boundary is outside
+		{sp(6, 8), "67", false}, // and at the start boundary too
+		{sp(5, 7), "5I6", false},
+		{sp(0, 2), "01", false},
+		{sp(3, 5), "", true},
+	} {
+		got, err := s.Current(body, tc.sp)
+		if (err != nil) != tc.wantErr || (err == nil && string(got) != tc.want) {
+			t.Errorf("Current(%v) = %q, %v; want %q (err %v)", tc.sp, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
