@@ -77,7 +77,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{`{"messages":[}`, false},
 		{`{"messages":[]} x`, false},
-		{`[1]`, false},
+		{`[1]`, true},
 		{`{"model":"x"}`, true},
 		{`{"messages":{}}`, true},
 		{`{"messages":[1]}`, true},
