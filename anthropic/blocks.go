@@ -33,6 +33,7 @@ func (p *parser) messages(v int) (int, error) {
 	}
 	p.sawMessages = true
 	s, err := jsonscan.ArrayEach(p.b, i, dMessages, p.message)
+	p.c.List = s
 	return s.End, err
 }
 

@@ -69,6 +69,7 @@ type Conversation struct {
 
 	System   Span // the top-level system value, if any
 	Tools    Span // the top-level tools array, if any
+	List     Span // the messages array
 	Messages []Message
 
 	Stream bool // the request asked for a streamed answer

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"hash/maphash"
 	"sync"
 )
@@ -69,8 +70,24 @@ func (b *Blobs) Ref(id string) Ref {
 	return r
 }
 
-// Where renders how to get a blob back, for stubs: the file path when the
-// store has files, else the URL, else the id.
+// Howto tells the model, once per request, how to get any blob back by
+// its id.
+func (b *Blobs) Howto() string {
+	var ways []string
+	if d := b.Store.BlobDir(); d != "" {
+		ways = append(ways, "read the file "+d+"/<blob>.txt")
+	}
+	if b.BaseURL != "" {
+		ways = append(ways, "GET "+b.BaseURL+"/ctxguard/v1/blobs/<blob>")
+	}
+	if len(ways) == 0 {
+		return "ask the user for ctxguard blob <blob>"
+	}
+	return strings.Join(ways, ", or ")
+}
+
+// Where renders how to get this blob back: the file path when the store
+// has files, else the URL, else the id.
 func (r Ref) Where() string {
 	switch {
 	case r.Path != "":

@@ -14,7 +14,7 @@ import (
 
 // Dir is the embedded store: files in a private directory.
 //
-//	DIR/blobs/ab/abcdef….txt   blob, mode 0600
+//	DIR/blobs/<id>.txt          blob, mode 0600
 //	DIR/records/<sha256 of key>  record, mode 0600
 //
 // Directories are created with mode 0700. Writes go to a temporary file
@@ -51,13 +51,17 @@ func OpenDir(root string, ttl time.Duration) (*Dir, error) {
 // Root returns the store's directory.
 func (d *Dir) Root() string { return d.root }
 
+// BlobDir returns the directory holding the blobs: each blob is the file
+// BlobDir()/<id>.txt.
+func (d *Dir) BlobDir() string { return filepath.Join(d.root, "blobs") }
+
 // BlobPath returns the file a blob is (or would be) stored in, or "" for an
 // invalid id.
 func (d *Dir) BlobPath(id string) string {
 	if !ValidID(id) {
 		return ""
 	}
-	return filepath.Join(d.root, "blobs", id[:2], id+".txt")
+	return filepath.Join(d.root, "blobs", id+".txt")
 }
 
 // PutBlob implements Store.
@@ -69,9 +73,6 @@ func (d *Dir) PutBlob(id string, data []byte) error {
 	now := time.Now()
 	if err := os.Chtimes(p, now, now); err == nil {
 		return nil // present: refreshed
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return fmt.Errorf("store: %w", err)
 	}
 	return writeFile(p, data)
 }

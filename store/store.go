@@ -35,6 +35,9 @@ type Store interface {
 	// BlobPath returns where a blob lives on the local file system, or ""
 	// if the store has no local files.
 	BlobPath(id string) string
+	// BlobDir returns the directory holding blobs as <id>.txt files, or
+	// "" if the store has no local files.
+	BlobDir() string
 	// Get returns the record stored under key.
 	Get(key string) ([]byte, error)
 	// Put stores a record under key; val is not retained.
@@ -45,12 +48,12 @@ type Store interface {
 	Close() error
 }
 
-// IDLen is the length of a blob id: 128 bits of SHA-256 in hex, short
-// enough to sit in every stub the model reads and far from any collision
-// in one user's store.
-const IDLen = 32
+// IDLen is the length of a blob id: 64 bits of SHA-256 in hex. Every stub
+// the model reads carries one, so it is kept short; a collision in one
+// user's store needs billions of blobs.
+const IDLen = 16
 
-// ID returns the content address of data: the first 128 bits of its
+// ID returns the content address of data: the first 64 bits of its
 // SHA-256, in lowercase hex.
 func ID(data []byte) string {
 	sum := sha256.Sum256(data)

@@ -33,7 +33,7 @@ func TestDir(t *testing.T) {
 	if string(got) != string(data) {
 		t.Fatalf("blob = %q", got)
 	}
-	for _, p := range []string{root, filepath.Join(root, "blobs"), filepath.Dir(d.BlobPath(id))} {
+	for _, p := range []string{root, filepath.Join(root, "blobs"), d.BlobDir()} {
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o700 {
 			t.Errorf("%s: mode %v, err %v; want 0700", p, fi.Mode().Perm(), err)
 		}
