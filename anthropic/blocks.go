@@ -124,18 +124,21 @@ func (p *parser) block(v int) (int, error) {
 		return s.End, nil
 	}
 	var blk conversation.Block
-	var typ span
-	var isErr span
+	var typ, isErr, text, thinking, signature, data span
 	firstPart := len(p.parts)
 	s, err := jsonscan.ObjectEach(p.b, i, dBlock, func(k span, v int) (int, error) {
 		var dst *span
 		switch {
 		case p.key(k, "type"):
 			dst = &typ
-		case p.key(k, "text"), p.key(k, "thinking"):
-			dst = &blk.Text
-		case p.key(k, "signature"), p.key(k, "data"):
-			dst = &blk.Signature
+		case p.key(k, "text"):
+			dst = &text
+		case p.key(k, "thinking"):
+			dst = &thinking
+		case p.key(k, "signature"):
+			dst = &signature
+		case p.key(k, "data"):
+			dst = &data
 		case p.key(k, "id"), p.key(k, "tool_use_id"):
 			dst = &blk.ID
 		case p.key(k, "name"):
@@ -170,6 +173,14 @@ func (p *parser) block(v int) (int, error) {
 		}
 	}
 	blk.IsError = string(isErr.Bytes(p.b)) == "true"
+	switch blk.Kind {
+	case conversation.Text:
+		blk.Text = text
+	case conversation.Thinking:
+		blk.Text, blk.Signature = thinking, signature
+	case conversation.RedactedThinking:
+		blk.Signature = data
+	}
 	// Keep only the spans that mean what this package says they mean for
 	// the block's kind, and demote blocks whose fields are not the types
 	// the API requires, so passes never edit what they misread.
@@ -179,8 +190,12 @@ func (p *parser) block(v int) (int, error) {
 		if !str(blk.Text) {
 			blk.Kind = conversation.Opaque
 		}
-	case conversation.Thinking, conversation.RedactedThinking:
-		if blk.Kind == conversation.Thinking && !str(blk.Text) {
+	case conversation.Thinking:
+		if !str(blk.Text) || !str(blk.Signature) {
+			blk.Kind = conversation.Opaque
+		}
+	case conversation.RedactedThinking:
+		if !str(blk.Signature) {
 			blk.Kind = conversation.Opaque
 		}
 	case conversation.ToolCall:
@@ -267,7 +282,7 @@ func (p *parser) part(v int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	pt := conversation.Part{Kind: kindOf(p.b, typ), Span: s}
+	pt := conversation.Part{Kind: kindOf(p.b, typ), Span: s, CacheControl: cc}
 	switch pt.Kind {
 	case conversation.Text:
 		if jsonscan.KindOf(p.b, text) == jsonscan.String {
@@ -283,19 +298,15 @@ func (p *parser) part(v int) (int, error) {
 	return s.End, nil
 }
 
-// pair links each tool result to the call it answers, looking in the
-// nearest preceding assistant message as the API requires, and copies the
-// call's name onto the result.
+// pair links each tool result to the call it answers, which the API
+// requires to be in the message just before, and copies the call's name
+// onto the result.
 func (p *parser) pair() {
 	msgs := p.c.Messages
-	prevAsst := -1
-	for mi := range msgs {
+	for mi := 1; mi < len(msgs); mi++ {
 		m := &msgs[mi]
-		if m.Role == conversation.RoleAssistant {
-			prevAsst = mi
-			continue
-		}
-		if prevAsst < 0 {
+		prevAsst := mi - 1
+		if m.Role != conversation.RoleUser || msgs[prevAsst].Role != conversation.RoleAssistant {
 			continue
 		}
 		for bi := range m.Blocks {

@@ -39,9 +39,13 @@ type parser struct {
 	b           []byte
 	c           conv
 	sawMessages bool
-	blocks []conversation.Block
-	parts  []conversation.Part
-	msgs   []conversation.Message
+	// Cache markers per section (system, tools, messages): a repeated
+	// top-level key replaces its section, as the last value wins.
+	marks   [3]int
+	section int
+	blocks      []conversation.Block
+	parts       []conversation.Part
+	msgs        []conversation.Message
 	// per message: index range into blocks
 	ranges [][2]int
 	// per block: index range into parts
@@ -62,6 +66,7 @@ func (p *parser) parse() (*conv, error) {
 	root, err := jsonscan.ObjectEach(b, 0, 0, func(k span, v int) (int, error) {
 		switch {
 		case p.key(k, "messages"):
+			p.section, p.marks[2] = 2, 0
 			return p.messages(v)
 		case p.key(k, "model"):
 			s, err := jsonscan.ValueAt(b, v, 1)
@@ -73,10 +78,12 @@ func (p *parser) parse() (*conv, error) {
 			}
 			return s.End, err
 		case p.key(k, "system"):
+			p.section, p.marks[0] = 0, 0
 			s, err := p.system(v)
 			p.c.System = s
 			return s.End, err
 		case p.key(k, "tools"):
+			p.section, p.marks[1] = 1, 0
 			s, err := p.tools(v)
 			p.c.Tools = s
 			return s.End, err
@@ -104,6 +111,7 @@ func (p *parser) parse() (*conv, error) {
 	}
 	p.c.Body = b
 	p.c.Root = root
+	p.c.CacheMarkers = p.marks[0] + p.marks[1] + p.marks[2]
 	for i := range p.blocks {
 		r := p.pranges[i]
 		p.blocks[i].Parts = p.parts[r[0]:r[1]:r[1]]
@@ -131,7 +139,9 @@ func (p *parser) cacheControl(v int, depth int, dst *span, k span) (int, error) 
 		return 0, err
 	}
 	if jsonscan.KindOf(p.b, s) != jsonscan.Null {
-		p.c.CacheMarkers++
+		if dst.IsZero() { // a repeated key in one object is one marker
+			p.marks[p.section]++
+		}
 		*dst = span{Start: k.Start, End: s.End}
 	}
 	return s.End, nil

@@ -136,6 +136,8 @@ type Part struct {
 	Kind Kind // Text, Image, Document or Opaque
 	Span Span // the part's block object, or the string for string content
 	Text Span // for Text: the JSON string holding the text
+	// CacheControl is the part's "cache_control" member, if present.
+	CacheControl Span
 }
 
 // LastAssistant returns the index of the last assistant message, or -1.

@@ -2,9 +2,10 @@ package store
 
 import (
 	"fmt"
-	"strings"
 	"hash/maphash"
+	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // Ref says where a kept blob can be fetched.
@@ -15,11 +16,12 @@ type Ref struct {
 }
 
 // Blobs puts removed content into a Store and returns where to find it.
-// Passes call Keep for the same content on every request of a session, so
-// Blobs remembers, for the life of the process, which content it already
-// stored: a repeat costs one fast in-memory hash instead of a SHA-256 and a
-// file system call. The remembered set is bounded; forgetting only costs a
-// repeat of that work. Safe for concurrent use.
+// Passes keep the same content on every request of a session, so Blobs
+// remembers, for the life of the process, what it already stored, keyed
+// by a fast in-memory hash of the bytes the caller passed: a repeat costs
+// that hash instead of a decode, a SHA-256 and a file system call. The
+// memo is bounded; forgetting only costs a repeat of that work. Safe for
+// concurrent use.
 type Blobs struct {
 	Store   Store
 	BaseURL string // e.g. "http://127.0.0.1:8787"; the URL is BaseURL + "/ctxguard/v1/blobs/" + id
@@ -27,7 +29,14 @@ type Blobs struct {
 	seed  maphash.Seed
 	once  sync.Once
 	mu    sync.Mutex
-	known map[uint64]string // maphash of content -> id
+	known map[uint64]Kept
+}
+
+// Kept is what Keep stored: where, and how many characters (Unicode code
+// points) the content has.
+type Kept struct {
+	Ref
+	Chars int
 }
 
 // maxKnown bounds the memo (about 100 bytes an entry).
@@ -37,28 +46,45 @@ const maxKnown = 1 << 17
 // reference is a function of content and configuration only, so every
 // request and every process computes the same one. content is not
 // retained.
-func (b *Blobs) Keep(content []byte) (Ref, error) {
+func (b *Blobs) Keep(content []byte) (Kept, error) {
+	return b.KeepFrom(content, nil)
+}
+
+// KeepFrom is Keep for content in an encoded form (a JSON string literal,
+// say): decode turns raw into the content to store, and is called only
+// when raw was not seen before. A nil decode stores raw itself. raw is not
+// retained.
+func (b *Blobs) KeepFrom(raw []byte, decode func([]byte) ([]byte, error)) (Kept, error) {
 	b.once.Do(func() {
 		b.seed = maphash.MakeSeed()
-		b.known = map[uint64]string{}
+		b.known = map[uint64]Kept{}
 	})
-	h := maphash.Bytes(b.seed, content) ^ uint64(len(content))
+	h := maphash.Bytes(b.seed, raw) ^ uint64(len(raw))
 	b.mu.Lock()
-	id, ok := b.known[h]
+	k, ok := b.known[h]
 	b.mu.Unlock()
-	if !ok {
-		id = ID(content)
-		if err := b.Store.PutBlob(id, content); err != nil {
-			return Ref{}, fmt.Errorf("keeping removed content: %w", err)
-		}
-		b.mu.Lock()
-		if len(b.known) >= maxKnown {
-			clear(b.known)
-		}
-		b.known[h] = id
-		b.mu.Unlock()
+	if ok {
+		return k, nil
 	}
-	return b.Ref(id), nil
+	content := raw
+	if decode != nil {
+		var err error
+		if content, err = decode(raw); err != nil {
+			return Kept{}, err
+		}
+	}
+	id := ID(content)
+	if err := b.Store.PutBlob(id, content); err != nil {
+		return Kept{}, fmt.Errorf("keeping removed content: %w", err)
+	}
+	k = Kept{Ref: b.Ref(id), Chars: utf8.RuneCount(content)}
+	b.mu.Lock()
+	if len(b.known) >= maxKnown {
+		clear(b.known)
+	}
+	b.known[h] = k
+	b.mu.Unlock()
+	return k, nil
 }
 
 // Ref returns the reference for a stored id.

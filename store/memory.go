@@ -53,7 +53,7 @@ func (m *Memory) OpenBlob(id string) (io.ReadCloser, error) {
 }
 
 func (m *Memory) BlobPath(string) string { return "" }
-func (m *Memory) BlobDir() string         { return "" }
+func (m *Memory) BlobDir() string        { return "" }
 
 func (m *Memory) Get(key string) ([]byte, error) {
 	m.mu.Lock()

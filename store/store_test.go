@@ -145,7 +145,7 @@ func TestBlobsKeep(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2, _ := b.Keep([]byte("payload"))
-	if r1 != r2 || r1.ID != ID([]byte("payload")) || m.Len() != 1 {
+	if r1 != r2 || r1.ID != ID([]byte("payload")) || m.Len() != 1 || r1.Chars != 7 {
 		t.Fatalf("refs %v %v, blobs %d", r1, r2, m.Len())
 	}
 	if r1.URL != "http://127.0.0.1:8787/ctxguard/v1/blobs/"+r1.ID || r1.Where() != r1.URL {
@@ -160,5 +160,13 @@ func TestBlobsKeep(t *testing.T) {
 	r4, _ := (&Blobs{Store: d}).Keep([]byte("payload"))
 	if r4.Path == "" || r4.Where() != r4.Path || !d.HasBlob(r4.ID) {
 		t.Errorf("dir ref %+v", r4)
+	}
+	// KeepFrom decodes only what it has not seen.
+	calls := 0
+	dec := func(raw []byte) ([]byte, error) { calls++; return append([]byte("é"), raw...), nil }
+	k1, _ := b.KeepFrom([]byte("xy"), dec)
+	k2, _ := b.KeepFrom([]byte("xy"), dec)
+	if calls != 1 || k1 != k2 || k1.ID != ID([]byte("éxy")) || k1.Chars != 3 {
+		t.Errorf("KeepFrom: %d decodes, %+v %+v", calls, k1, k2)
 	}
 }

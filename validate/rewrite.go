@@ -1,0 +1,752 @@
+package validate
+
+import (
+	"bytes"
+	"hash/maphash"
+	"slices"
+	"strconv"
+
+	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+)
+
+// differ aligns a rewritten request with its original and reports what
+// changed beyond what Options allows.
+type differ struct {
+	ob, rb []byte
+	o, r   *conv
+	opts   Options
+	ps     *problems
+	seed   maphash.Seed
+
+	allowTop map[string]bool
+	lastAsst int // the original's latest assistant message, or -1
+	tail     int // first original message of the current turn
+
+	msgsO, msgsR span     // the messages arrays, when the top level was walked that far
+	matchOf      []int    // original message -> rewritten message, or -1
+	kept         [][]bool // original message -> block -> still present
+}
+
+func newDiffer(o, r *conv, opts Options, ps *problems) *differ {
+	d := &differ{ob: o.Body, rb: r.Body, o: o, r: r, opts: opts, ps: ps, seed: maphash.MakeSeed()}
+	d.allowTop = map[string]bool{}
+	for _, k := range opts.AllowTopLevel {
+		d.allowTop[k] = true
+	}
+	d.lastAsst = o.LastAssistant()
+	d.tail = d.lastAsst
+	if d.tail < 0 {
+		d.tail = len(o.Messages) - 1
+	}
+	d.matchOf = make([]int, len(o.Messages))
+	d.kept = make([][]bool, len(o.Messages))
+	for i := range o.Messages {
+		d.matchOf[i] = -1
+		d.kept[i] = make([]bool, len(o.Messages[i].Blocks))
+	}
+	return d
+}
+
+func (d *differ) run() {
+	d.topLevel()
+	d.messages()
+	d.rounds()
+}
+
+func (d *differ) topLevel() {
+	special := map[string]bool{"messages": true, "system": true, "tools": true}
+	mayChange := func(k string) bool { return special[k] || d.allowTop[k] }
+	mayAdd := func(k string) bool { return d.allowTop[k] }
+	visit := func(k string, ov, rv span) {
+		switch k {
+		case "messages":
+			d.msgsO, d.msgsR = ov, rv
+		case "system":
+			if !d.allowTop[k] {
+				d.system(ov, rv)
+			}
+		case "tools":
+			if !d.allowTop[k] {
+				d.tools(ov, rv)
+			}
+		}
+	}
+	diff := compareMembers(d.ob, d.rb, d.o.Root, d.r.Root, rootMembers(d.o), rootMembers(d.r), mayChange, mayAdd, visit)
+	switch diff.What {
+	case "":
+	case "added":
+		d.ps.add(RuleTopLevel, diff.Key, "top-level member %q added (not in Options.AllowTopLevel)", diff.Key)
+	case "removed":
+		d.ps.add(RuleTopLevel, diff.Key, "top-level member %q removed", diff.Key)
+	case "formatting":
+		d.ps.add(RuleTopLevel, diff.Key, "top-level formatting changed near %q (whitespace, separators or key bytes)", diff.Key)
+	default:
+		d.ps.add(RuleTopLevel, diff.Key, "top-level member %q %s (not in Options.AllowTopLevel)", diff.Key, diff.What)
+	}
+}
+
+// reportMembers reports a difference found inside a block-like object,
+// naming cache_control changes as such.
+func (d *differ) reportMembers(rule Rule, path, what string, diff objDiff) {
+	switch {
+	case diff.What == "":
+	case diff.Key == "cache_control" && diff.What == "added":
+		d.ps.add(RuleCacheMarker, path, "cache_control marker added to %s (needs Options.AllowCacheMarkers)", what)
+	case diff.Key == "cache_control":
+		d.ps.add(RuleCacheMarker, path, "existing cache_control marker of %s %s: markers are never changed or removed", what, diff.What)
+	case diff.What == "formatting":
+		d.ps.add(rule, path, "%s: formatting changed near %q (whitespace, separators or key bytes)", what, diff.Key)
+	default:
+		d.ps.add(rule, path, "%s: member %q %s", what, diff.Key, diff.What)
+	}
+}
+
+func (d *differ) mayAddMarker(k string) bool { return k == "cache_control" && d.opts.AllowCacheMarkers }
+
+func (d *differ) system(ov, rv span) {
+	ob, rb := d.ob, d.rb
+	if bytes.Equal(ov.Bytes(ob), rv.Bytes(rb)) {
+		return
+	}
+	ok, rk := jsonscan.KindOf(ob, ov), jsonscan.KindOf(rb, rv)
+	switch {
+	case ok == jsonscan.Array && rk == jsonscan.Array:
+		d.markedArray(ov, rv, "system", RuleSystem)
+	case ok == jsonscan.String && rk == jsonscan.Array:
+		d.wrapped(ov, elements(rb, rv), "system", RuleSystem)
+	default:
+		d.ps.add(RuleSystem, "system", "system prompt changed")
+	}
+}
+
+func (d *differ) tools(ov, rv span) {
+	if bytes.Equal(ov.Bytes(d.ob), rv.Bytes(d.rb)) {
+		return
+	}
+	if jsonscan.KindOf(d.ob, ov) != jsonscan.Array || jsonscan.KindOf(d.rb, rv) != jsonscan.Array {
+		d.ps.add(RuleTools, "tools", "tools changed")
+		return
+	}
+	d.markedArray(ov, rv, "tools", RuleTools)
+}
+
+// markedArray compares two arrays of objects that may differ only by
+// cache_control members added to their elements.
+func (d *differ) markedArray(ov, rv span, name string, rule Rule) {
+	oe, re := elements(d.ob, ov), elements(d.rb, rv)
+	if len(oe) != len(re) {
+		d.ps.add(rule, name, "%s has %d elements, the original %d", name, len(re), len(oe))
+		return
+	}
+	for i := range oe {
+		if bytes.Equal(oe[i].Bytes(d.ob), re[i].Bytes(d.rb)) {
+			continue
+		}
+		p := name + "." + strconv.Itoa(i)
+		if jsonscan.KindOf(d.ob, oe[i]) != jsonscan.Object || jsonscan.KindOf(d.rb, re[i]) != jsonscan.Object {
+			d.ps.add(rule, p, "%s element changed", name)
+			continue
+		}
+		d.reportMembers(rule, p, name+" element", compareObjects(d.ob, d.rb, oe[i], re[i], nil, d.mayAddMarker, nil))
+	}
+	if !sameGaps(d.ob, d.rb, ov, rv, oe, re) {
+		d.ps.add(rule, name, "formatting between %s elements changed", name)
+	}
+}
+
+// wrapped checks a string s (system prompt or message content) that the
+// rewrite turned into an array of blocks: allowed only as one text block
+// holding the same string bytes plus a new cache_control marker.
+func (d *differ) wrapped(s span, re []span, path string, rule Rule) {
+	ob, rb := d.ob, d.rb
+	if len(re) != 1 || jsonscan.KindOf(rb, re[0]) != jsonscan.Object {
+		d.ps.add(rule, path, "string content became an array of %d blocks", len(re))
+		return
+	}
+	e := re[0]
+	text, err := jsonscan.Lookup(rb, e, "text")
+	typ, _ := jsonscan.Lookup(rb, e, "type")
+	if err != nil || !jsonscan.StringIs(rb, typ, "text") || !bytes.Equal(text.Bytes(rb), s.Bytes(ob)) {
+		d.ps.add(rule, path, "string content became a block with other text or type")
+		return
+	}
+	marker := false
+	for _, m := range members(rb, e) {
+		switch keyName(rb, m.key) {
+		case "type", "text":
+		case "cache_control":
+			marker = true
+		default:
+			d.ps.add(rule, path, "string content became a text block with member %q", keyName(rb, m.key))
+			return
+		}
+	}
+	switch {
+	case !marker:
+		d.ps.add(rule, path, "string content became an array without a reason (only adding a cache_control marker may wrap it)")
+	case !d.opts.AllowCacheMarkers:
+		d.ps.add(RuleCacheMarker, path, "cache_control marker added (needs Options.AllowCacheMarkers)")
+	}
+}
+
+func (d *differ) messages() {
+	om, rm := d.o.Messages, d.r.Messages
+	d.align()
+	if len(om) == len(rm) && !d.msgsO.IsZero() && !d.msgsR.IsZero() {
+		oe, re := make([]span, len(om)), make([]span, len(rm))
+		for i := range om {
+			if d.matchOf[i] != i {
+				return
+			}
+			oe[i], re[i] = om[i].Span, rm[i].Span
+		}
+		if !sameGaps(d.ob, d.rb, d.msgsO, d.msgsR, oe, re) {
+			d.ps.add(RuleMessageChanged, "messages", "formatting between messages changed")
+		}
+	}
+}
+
+func (d *differ) removedMessage(i int) {
+	p := "orig." + mpath(i)
+	switch {
+	case !d.opts.AllowMessageRemoval:
+		d.ps.add(RuleMessageRemoved, p, "message removed (needs Options.AllowMessageRemoval)")
+	case i >= d.tail:
+		d.ps.add(RuleMessageRemoved, p, "message of the current turn removed (the latest assistant message and what follows it are kept)")
+	}
+}
+
+// removable reports whether a block may vanish from its message by some
+// option (thinking removal or tool-round trimming), disregarding which
+// message it is in.
+func removable(b *block) bool {
+	switch b.Kind {
+	case conversation.ToolCall, conversation.ToolResult:
+		return true
+	}
+	return b.Type == "thinking" || b.Type == "redacted_thinking"
+}
+
+// anchor reports whether a block can only disappear with its message.
+func anchor(b *block) bool { return !removable(b) }
+
+// uniqueKey returns a key that names a removable block across the request
+// (tool ids, thinking bytes), or "".
+func (d *differ) uniqueKey(b []byte, blk *block) string {
+	switch {
+	case blk.Kind == conversation.ToolCall:
+		return "u" + string(blk.ID.Bytes(b))
+	case blk.Kind == conversation.ToolResult:
+		return "r" + string(blk.ID.Bytes(b))
+	case removable(blk):
+		var h maphash.Hash
+		h.SetSeed(d.seed)
+		h.Write(blk.Span.Bytes(b))
+		var k [9]byte
+		k[0] = 't'
+		for i, x := 1, h.Sum64(); i < 9; i, x = i+1, x>>8 {
+			k[i] = byte(x)
+		}
+		return string(k[:])
+	}
+	return ""
+}
+
+// fingerprint hashes what identifies a message whose removable blocks may
+// be gone: its members other than content, and its anchor blocks as
+// identity sees them. ok is false when it has no anchor block.
+func (d *differ) fingerprint(b []byte, m *msg) (h uint64, ok bool) {
+	var x maphash.Hash
+	x.SetSeed(d.seed)
+	x.Write(b[m.Span.Start:m.Content.Start])
+	x.WriteByte(0)
+	x.Write(b[m.Content.End:m.Span.End])
+	for i := range m.Blocks {
+		blk := &m.Blocks[i]
+		if !anchor(blk) {
+			continue
+		}
+		ok = true
+		x.WriteByte(0)
+		switch {
+		case blk.Kind == conversation.Text:
+			x.WriteByte('T')
+			x.Write(blk.Text.Bytes(b))
+		case markable(blk):
+			x.WriteByte('M')
+			p1, p2 := outside(b, blk.Span, ccRegion(b, blk.Span, blk.CacheControl))
+			x.Write(p1)
+			x.Write(p2)
+		default:
+			x.WriteByte('O')
+			x.Write(blk.Span.Bytes(b))
+		}
+	}
+	return x.Sum64(), ok
+}
+
+// markable reports whether a block may gain a cache_control marker.
+func markable(b *block) bool {
+	switch b.Type {
+	case "text", "image", "document", "tool_use", "tool_result":
+		return b.Kind != conversation.Opaque
+	}
+	return false
+}
+
+// replacementShaped reports whether a rewritten message could be a
+// replacement text: string content or a single text block.
+func replacementShaped(m *msg) bool {
+	return len(m.Blocks) == 1 && m.Blocks[0].Type == "text"
+}
+
+// align pairs rewritten messages with original ones, in order, some of
+// the original ones possibly removed: by the tool ids and thinking blocks
+// they hold, else by their anchor blocks, else (a replacement text) with
+// an original message whose blocks were all removed. Matching runs from
+// the end, so that of identical original messages the older ones count as
+// removed, as history is trimmed from the start. A rewritten message that
+// matches nothing is compared with the original message in its place if no
+// other rewritten message matches that one, to say what changed.
+func (d *differ) align() {
+	ob, rb := d.ob, d.rb
+	om, rm := d.o.Messages, d.r.Messages
+	at := map[string]int{}
+	fps := map[uint64][]int{}
+	for i := range om {
+		for j := range om[i].Blocks {
+			if k := d.uniqueKey(ob, &om[i].Blocks[j]); k != "" {
+				if _, dup := at[k]; !dup {
+					at[k] = i
+				}
+			}
+		}
+		if h, ok := d.fingerprint(ob, &om[i]); ok {
+			fps[h] = append(fps[h], i)
+		}
+	}
+	used := map[string]bool{} // unique keys present in the rewritten request
+	rfp := make([]uint64, len(rm))
+	ranch := make([]bool, len(rm))
+	for j := range rm {
+		for k := range rm[j].Blocks {
+			if key := d.uniqueKey(rb, &rm[j].Blocks[k]); key != "" {
+				used[key] = true
+			}
+		}
+		rfp[j], ranch[j] = d.fingerprint(rb, &rm[j])
+	}
+	// strong finds the original message that rewritten message j is by
+	// identity, before limit; late reports a match only at or after it.
+	strong := func(j, limit int) (c int, late bool) {
+		for k := range rm[j].Blocks {
+			if key := d.uniqueKey(rb, &rm[j].Blocks[k]); key != "" {
+				if x, ok := at[key]; ok {
+					return x, x >= limit
+				}
+			}
+		}
+		if ranch[j] {
+			list := fps[rfp[j]]
+			x, _ := slices.BinarySearch(list, limit)
+			if x > 0 {
+				return list[x-1], false
+			}
+			return -1, len(list) > 0
+		}
+		return -1, false
+	}
+	claimed := make([]bool, len(om))
+	for j, limit := len(rm)-1, len(om); j >= 0; j-- {
+		if c, late := strong(j, limit); c >= 0 && !late {
+			claimed[c] = true
+			limit = c
+		}
+	}
+	const (
+		unmatched = -1
+		reordered = -2
+	)
+	match := make([]int, len(rm))
+	limit := len(om)
+	for j := len(rm) - 1; j >= 0; j-- {
+		m := &rm[j]
+		c, late := strong(j, limit)
+		if c < 0 && !late && replacementShaped(m) {
+			for x := limit - 1; x >= 0 && c < 0; x-- {
+				if !claimed[x] && d.allRemoved(x, used) && bytes.Equal(header(ob, &om[x]), header(rb, m)) {
+					c = x
+				}
+			}
+		}
+		if c < 0 && !late {
+			// No counterpart: compare with an original in its place, one
+			// with the same role if there is one, to say what changed.
+			for x := limit - 1; x >= 0 && !claimed[x] && c < 0; x-- {
+				if bytes.Equal(header(ob, &om[x]), header(rb, m)) {
+					c = x
+				}
+			}
+			if c < 0 && limit > 0 && !claimed[limit-1] {
+				c = limit - 1
+			}
+		}
+		switch {
+		case late:
+			match[j] = reordered
+		case c < 0:
+			match[j] = unmatched
+		default:
+			match[j] = c
+			limit = c
+		}
+	}
+	next := 0 // the first original message not yet paired or removed
+	for j := range rm {
+		switch c := match[j]; c {
+		case reordered:
+			d.ps.add(RuleMessageAdded, mpath(j), "message matches an original message that a later message comes before: messages reordered or duplicated")
+		case unmatched:
+			d.ps.add(RuleMessageAdded, mpath(j), "message has no counterpart in the original")
+		default:
+			for x := next; x < c; x++ {
+				d.removedMessage(x)
+			}
+			d.pair(c, j)
+			next = c + 1
+		}
+	}
+	for x := next; x < len(om); x++ {
+		d.removedMessage(x)
+	}
+}
+
+// header returns the bytes of a message before its content value, which
+// holds its role and any members before content.
+func header(b []byte, m *msg) []byte { return b[m.Span.Start:m.Content.Start] }
+
+// allRemoved reports whether original message i has only removable
+// blocks, none of which the rewritten request still holds.
+func (d *differ) allRemoved(i int, used map[string]bool) bool {
+	m := &d.o.Messages[i]
+	if len(m.Blocks) == 0 || m.ContentString {
+		return false
+	}
+	for j := range m.Blocks {
+		if !removable(&m.Blocks[j]) || used[d.uniqueKey(d.ob, &m.Blocks[j])] {
+			return false
+		}
+	}
+	return true
+}
+
+// pair compares original message oi with rewritten message rj.
+func (d *differ) pair(oi, rj int) {
+	ob, rb := d.ob, d.rb
+	om, rm := &d.o.Messages[oi], &d.r.Messages[rj]
+	d.matchOf[oi] = rj
+	p := mpath(rj)
+	if !bytes.Equal(ob[om.Span.Start:om.Content.Start], rb[rm.Span.Start:rm.Content.Start]) ||
+		!bytes.Equal(ob[om.Content.End:om.Span.End], rb[rm.Content.End:rm.Span.End]) {
+		diff := compareObjects(ob, rb, om.Span, rm.Span, func(k string) bool { return k == "content" }, nil, nil)
+		if diff.What == "" {
+			diff = objDiff{"formatting", "content"}
+		}
+		d.reportMembers(RuleMessageChanged, p, "message (orig."+mpath(oi)+")", diff)
+	}
+	if bytes.Equal(om.Content.Bytes(ob), rm.Content.Bytes(rb)) {
+		for i := range d.kept[oi] {
+			d.kept[oi][i] = true
+		}
+		return
+	}
+	ok, rk := jsonscan.KindOf(ob, om.Content), jsonscan.KindOf(rb, rm.Content)
+	switch {
+	case ok == jsonscan.String && rk == jsonscan.String:
+		d.kept[oi][0] = true
+		d.ps.add(RuleBlockChanged, p+".content", "text content changed (orig.%s)", mpath(oi))
+	case ok == jsonscan.String && rk == jsonscan.Array:
+		d.kept[oi][0] = true
+		re := make([]span, len(rm.Blocks))
+		for i := range rm.Blocks {
+			re[i] = rm.Blocks[i].Span
+		}
+		d.wrapped(om.Content, re, p+".content", RuleBlockChanged)
+	case ok == jsonscan.Array && rk == jsonscan.String:
+		if d.replaceable(oi) {
+			for i := range om.Blocks {
+				d.removedBlock(oi, i)
+			}
+			return
+		}
+		d.ps.add(RuleBlockChanged, p+".content", "content array became a string, but not every block of orig.%s may be removed", mpath(oi))
+	case ok == jsonscan.Array && rk == jsonscan.Array:
+		d.blocks(oi, rj)
+	default:
+		d.ps.add(RuleMessageChanged, p+".content", "content changed (orig.%s)", mpath(oi))
+	}
+}
+
+// replaceable reports whether every block of original message oi is of a
+// kind some rule may remove, so that a replacement text may stand in.
+func (d *differ) replaceable(oi int) bool {
+	m := &d.o.Messages[oi]
+	if len(m.Blocks) == 0 {
+		return false
+	}
+	for i := range m.Blocks {
+		if !removable(&m.Blocks[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// blocks aligns the blocks of two array contents: rewritten blocks must
+// be original blocks, in order, with some removed.
+func (d *differ) blocks(oi, rj int) {
+	O, R := d.o.Messages[oi].Blocks, d.r.Messages[rj].Blocks
+	if len(R) == 1 && R[0].Type == "text" && d.replaceable(oi) {
+		for i := range O {
+			d.removedBlock(oi, i)
+		}
+		d.replacement(rj, 0)
+		return
+	}
+	// Blocks a rewritten block matches by identity are claimed: the
+	// fallback below never pairs another block with them.
+	claimed := make([]bool, len(O))
+	for j, k := 0, 0; j < len(R); j++ {
+		for x := k; x < len(O); x++ {
+			if d.sameIdentity(&O[x], &R[j]) {
+				claimed[x] = true
+				k = x + 1
+				break
+			}
+		}
+	}
+	k := 0
+	for j := range R {
+		rb := &R[j]
+		found := -1
+		for x := k; x < len(O) && found < 0; x++ {
+			if d.sameIdentity(&O[x], rb) {
+				found = x
+			}
+		}
+		// Changed beyond recognition: compare with the next unclaimed
+		// block of the same type, to say what changed.
+		for x := k; x < len(O) && found < 0; x++ {
+			if !claimed[x] && O[x].Type == rb.Type {
+				found = x
+			}
+		}
+		if found < 0 {
+			d.ps.add(RuleBlockAdded, bpath(rj, j), "block has no counterpart in orig.%s", mpath(oi))
+			continue
+		}
+		for x := k; x < found; x++ {
+			d.removedBlock(oi, x)
+		}
+		d.kept[oi][found] = true
+		d.compareBlock(oi, found, rj, j)
+		k = found + 1
+	}
+	for x := k; x < len(O); x++ {
+		d.removedBlock(oi, x)
+	}
+	if len(O) == len(R) && k == len(O) {
+		oe, re := make([]span, len(O)), make([]span, len(R))
+		for i := range O {
+			oe[i], re[i] = O[i].Span, R[i].Span
+		}
+		if !sameGaps(d.ob, d.rb, d.o.Messages[oi].Content, d.r.Messages[rj].Content, oe, re) {
+			d.ps.add(RuleBlockChanged, mpath(rj)+".content", "formatting between blocks changed")
+		}
+	}
+}
+
+// sameIdentity reports whether two blocks are the same block, as far as
+// the changes a rewrite may make let one tell.
+func (d *differ) sameIdentity(o, r *block) bool {
+	ob, rb := d.ob, d.rb
+	if o.Type != r.Type || o.Kind != r.Kind {
+		return false
+	}
+	switch {
+	case o.Kind == conversation.ToolCall, o.Kind == conversation.ToolResult:
+		return bytes.Equal(o.ID.Bytes(ob), r.ID.Bytes(rb))
+	case o.Kind == conversation.Text:
+		return bytes.Equal(o.Text.Bytes(ob), r.Text.Bytes(rb))
+	case markable(o):
+		o1, o2 := outside(ob, o.Span, ccRegion(ob, o.Span, o.CacheControl))
+		r1, r2 := outside(rb, r.Span, ccRegion(rb, r.Span, r.CacheControl))
+		return equal2(o1, o2, r1, r2)
+	}
+	return bytes.Equal(o.Span.Bytes(ob), r.Span.Bytes(rb))
+}
+
+// removedBlock reports original block bi of message oi gone, unless an
+// option allows it. Tool pairing is checked afterwards by rounds.
+func (d *differ) removedBlock(oi, bi int) {
+	blk := &d.o.Messages[oi].Blocks[bi]
+	p := "orig." + bpath(oi, bi)
+	switch {
+	case blk.Type == "thinking" || blk.Type == "redacted_thinking":
+		switch {
+		case oi == d.lastAsst:
+			d.ps.add(RuleThinkingChanged, p, "%s block of the latest assistant message removed", blk.Type)
+		case !d.opts.AllowThinkingRemoval:
+			d.ps.add(RuleBlockRemoved, p, "%s block removed (needs Options.AllowThinkingRemoval)", blk.Type)
+		}
+	case blk.Kind == conversation.ToolCall || blk.Kind == conversation.ToolResult:
+		switch {
+		case !d.opts.AllowMessageRemoval:
+			d.ps.add(RuleBlockRemoved, p, "%s block removed (needs Options.AllowMessageRemoval, and goes only in whole tool rounds)", blk.Type)
+		case oi >= d.tail:
+			d.ps.add(RuleBlockRemoved, p, "%s block of the current turn removed", blk.Type)
+		}
+	default:
+		t := blk.Type
+		if t == "" {
+			t = "untyped"
+		}
+		d.ps.add(RuleBlockRemoved, p, "%s block removed: only thinking blocks and whole tool rounds may go", t)
+	}
+}
+
+// replacement checks the text block that stands in for a message whose
+// blocks were all removed.
+func (d *differ) replacement(rj, bj int) {
+	rb := d.rb
+	blk := &d.r.Messages[rj].Blocks[bj]
+	p := bpath(rj, bj)
+	if blk.Kind != conversation.Text {
+		return // Request reports it
+	}
+	for _, m := range members(rb, blk.Span) {
+		switch k := keyName(rb, m.key); k {
+		case "type", "text":
+		case "cache_control":
+			if !d.opts.AllowCacheMarkers {
+				d.ps.add(RuleCacheMarker, p, "replacement text block carries a cache_control marker (needs Options.AllowCacheMarkers)")
+			}
+		default:
+			d.ps.add(RuleBlockAdded, p, "replacement text block has member %q: only type, text and cache_control are allowed", k)
+		}
+	}
+}
+
+// compareBlock compares original block bi of message oi with rewritten
+// block bj of message rj, which the alignment paired.
+func (d *differ) compareBlock(oi, bi, rj, bj int) {
+	ob, rb := d.ob, d.rb
+	o, r := &d.o.Messages[oi].Blocks[bi], &d.r.Messages[rj].Blocks[bj]
+	if bytes.Equal(o.Span.Bytes(ob), r.Span.Bytes(rb)) {
+		return
+	}
+	p := bpath(rj, bj)
+	what := "block (orig." + bpath(oi, bi) + ")"
+	switch {
+	case o.Type != r.Type:
+		d.ps.add(RuleBlockChanged, p, "block type %q became %q (orig.%s)", o.Type, r.Type, bpath(oi, bi))
+		return
+	case jsonscan.KindOf(ob, o.Span) != jsonscan.Object || jsonscan.KindOf(rb, r.Span) != jsonscan.Object:
+		d.ps.add(RuleBlockChanged, p, "%s changed", what)
+		return
+	case o.Type == "thinking" || o.Type == "redacted_thinking":
+		d.ps.add(RuleThinkingChanged, p, "%s %s altered: %s; a thinking block that stays must be byte-identical", o.Type, what, d.thinkingDiff(o, r))
+		return
+	case !markable(o) || !markable(r):
+		diff := compareObjects(ob, rb, o.Span, r.Span, nil, nil, nil)
+		switch diff.What {
+		case "", "formatting":
+			d.ps.add(RuleBlockChanged, p, "%s of type %q changed (formatting): blocks of types ctxguard does not edit must be byte-identical", what, o.Type)
+		default:
+			d.ps.add(RuleBlockChanged, p, "%s of type %q changed (member %q %s): blocks of types ctxguard does not edit must be byte-identical", what, o.Type, diff.Key, diff.What)
+		}
+		return
+	}
+	mayChange := func(k string) bool {
+		return o.Type == "tool_result" && k == "content" || o.Type == "tool_use" && k == "input" && d.opts.AllowInputEdits
+	}
+	visit := func(k string, ov, rv span) {
+		if k == "content" {
+			d.resultMarkers(o, r, p)
+		}
+	}
+	diff := compareObjects(ob, rb, o.Span, r.Span, mayChange, d.mayAddMarker, visit)
+	if o.Type == "tool_use" && diff.Key == "input" && diff.What == "changed" {
+		d.ps.add(RuleInputChanged, p, "tool_use input changed (needs Options.AllowInputEdits)")
+		return
+	}
+	d.reportMembers(RuleBlockChanged, p, o.Type+" "+what, diff)
+}
+
+func quote(s string) string { return `"` + s + `"` }
+
+// thinkingDiff says which part of a thinking block changed.
+func (d *differ) thinkingDiff(o, r *block) string {
+	switch {
+	case !bytes.Equal(o.Text.Bytes(d.ob), r.Text.Bytes(d.rb)):
+		return "the thinking text changed"
+	case !bytes.Equal(o.Signature.Bytes(d.ob), r.Signature.Bytes(d.rb)):
+		if o.Type == "redacted_thinking" {
+			return "the data changed"
+		}
+		return "the signature changed"
+	}
+	diff := compareObjects(d.ob, d.rb, o.Span, r.Span, nil, nil, nil)
+	if diff.What == "" || diff.What == "formatting" {
+		return "formatting changed"
+	}
+	return "member " + quote(diff.Key) + " " + diff.What
+}
+
+// resultMarkers checks that the cache_control markers inside a
+// tool_result's content survive an edit of that content.
+func (d *differ) resultMarkers(o, r *block, p string) {
+	no, nr := partMarkers(d.ob, o), partMarkers(d.rb, r)
+	switch {
+	case nr < no:
+		d.ps.add(RuleCacheMarker, p, "tool_result content lost %d cache_control marker(s): markers are never removed", no-nr)
+	case nr > no && !d.opts.AllowCacheMarkers:
+		d.ps.add(RuleCacheMarker, p, "cache_control marker added inside tool_result content (needs Options.AllowCacheMarkers)")
+	}
+}
+
+func partMarkers(b []byte, blk *block) int {
+	n := 0
+	for _, pt := range blk.Parts {
+		if jsonscan.KindOf(b, pt.Span) != jsonscan.Object {
+			continue
+		}
+		if cc, err := jsonscan.Lookup(b, pt.Span, "cache_control"); err == nil && jsonscan.KindOf(b, cc) != jsonscan.Null {
+			n++
+		}
+	}
+	return n
+}
+
+// rounds reports tool rounds that lost one half: a tool_use kept while its
+// tool_result went, or the reverse.
+func (d *differ) rounds() {
+	for oi := range d.o.Messages {
+		m := &d.o.Messages[oi]
+		for bi := range m.Blocks {
+			blk := &m.Blocks[bi]
+			if blk.Kind != conversation.ToolResult || blk.Call[0] < 0 {
+				continue
+			}
+			ci, cj := blk.Call[0], blk.Call[1]
+			use, res := d.kept[ci][cj], d.kept[oi][bi]
+			switch {
+			case use && !res:
+				d.ps.add(RuleHalfRound, "orig."+bpath(oi, bi), "tool_result removed but its tool_use (orig.%s) kept", bpath(ci, cj))
+			case res && !use:
+				d.ps.add(RuleHalfRound, "orig."+bpath(ci, cj), "tool_use removed but its tool_result (orig.%s) kept", bpath(oi, bi))
+			}
+		}
+	}
+}
