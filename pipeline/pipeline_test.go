@@ -1,0 +1,110 @@
+package pipeline
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/splice"
+	"github.com/google/go-cmp/cmp"
+)
+
+type passFunc struct {
+	name string
+	fn   func(r *Request) ([]splice.Edit, error)
+}
+
+func (p passFunc) Name() string                          { return p.name }
+func (p passFunc) Run(r *Request) ([]splice.Edit, error) { return p.fn(r) }
+
+const body = `{"model":"m","messages":[{"role":"user","content":"hi"},` +
+	`{"role":"assistant","content":[{"type":"thinking","thinking":"a","signature":"s"},{"type":"text","text":"x"},{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},` +
+	`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"out"}]}],"z":1.50}`
+
+func request(t *testing.T) *Request {
+	c, err := anthropic.Parse([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Request{Conv: c}
+}
+
+func resultEdit(r *Request, text string) splice.Edit {
+	b := r.Conv.Messages[2].Blocks[0]
+	return splice.Edit{Span: b.Content, Repl: []byte(`"` + text + `"`)}
+}
+
+func TestRun(t *testing.T) {
+	shorten := passFunc{"shorten", func(r *Request) ([]splice.Edit, error) { return []splice.Edit{resultEdit(r, "o")}, nil }}
+	for _, tc := range []struct {
+		name    string
+		passes  []Pass
+		want    string
+		failed  string
+		changed bool
+	}{
+		{"no passes", nil, body, "", false},
+		{"one edit", []Pass{shorten}, strings.Replace(body, `"out"`, `"o"`, 1), "", true},
+		{"later pass sees and supersedes", []Pass{shorten, passFunc{"stub", func(r *Request) ([]splice.Edit, error) {
+			cur, err := r.Current(r.Conv.Messages[2].Blocks[0].Content)
+			if err != nil || string(cur) != `"o"` {
+				return nil, errors.New("earlier edit not visible")
+			}
+			return []splice.Edit{resultEdit(r, "[stub]")}, nil
+		}}}, strings.Replace(body, `"out"`, `"[stub]"`, 1), "", true},
+		{"error fails open", []Pass{shorten, passFunc{"bad", func(*Request) ([]splice.Edit, error) { return nil, errors.New("boom") }}}, body, "bad", false},
+		{"panic fails open", []Pass{shorten, passFunc{"panics", func(*Request) ([]splice.Edit, error) { panic("oops") }}}, body, "panics", false},
+		{"conflicting edits fail open", []Pass{passFunc{"overlap", func(r *Request) ([]splice.Edit, error) {
+			sp := r.Conv.Messages[2].Blocks[0].Content
+			return []splice.Edit{{Span: splice.Span{Start: sp.Start, End: sp.End}}, {Span: splice.Span{Start: sp.Start + 1, End: sp.End + 2}}}, nil
+		}}}, body, "overlap", false},
+		{"removal takes its comma", []Pass{passFunc{"think", func(r *Request) ([]splice.Edit, error) {
+			return []splice.Edit{r.RemoveBlock(1, 0)}, nil
+		}}}, strings.Replace(body, `{"type":"thinking","thinking":"a","signature":"s"},`, "", 1), "", true},
+		{"removal of the last block takes the comma before", []Pass{passFunc{"last", func(r *Request) ([]splice.Edit, error) {
+			return []splice.Edit{r.RemoveBlock(1, 1), r.RemoveBlock(1, 2)}, nil
+		}}}, strings.Replace(body, `,{"type":"text","text":"x"},{"type":"tool_use","id":"t1","name":"Bash","input":{}}`, "", 1), "", true},
+		{"removing every block fails open", []Pass{passFunc{"all", func(r *Request) ([]splice.Edit, error) {
+			return []splice.Edit{r.RemoveBlock(1, 0), r.RemoveBlock(1, 1), r.RemoveBlock(1, 2)}, nil
+		}}}, body, "splice", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(nil, tc.passes...)
+			res := p.Run(request(t))
+			if d := cmp.Diff(tc.want, string(res.Body)); d != "" {
+				t.Errorf("body (-want +got):\n%s", d)
+			}
+			if res.FailedIn != tc.failed || (res.Err != nil) != (tc.failed != "") {
+				t.Errorf("failed in %q (err %v), want %q", res.FailedIn, res.Err, tc.failed)
+			}
+			if res.Changed != tc.changed {
+				t.Errorf("changed = %v", res.Changed)
+			}
+			if tc.failed != "" {
+				if p.Failures() != 1 || !bytes.Equal(res.Body, []byte(body)) {
+					t.Errorf("failures %d", p.Failures())
+				}
+			}
+		})
+	}
+}
+
+func TestPassStats(t *testing.T) {
+	p := New(nil, passFunc{"shorten", func(r *Request) ([]splice.Edit, error) { return []splice.Edit{resultEdit(r, "o")}, nil }})
+	r := request(t)
+	r.AddBeta("b1")
+	r.AddBeta("b1")
+	r.Note("n")
+	res := p.Run(r)
+	if d := cmp.Diff([]PassStat{{Name: "shorten", Edits: 1, Saved: 2}}, res.Passes); d != "" {
+		t.Error(d)
+	}
+	if d := cmp.Diff([]string{"b1"}, res.Betas); d != "" {
+		t.Error(d)
+	}
+	if len(res.Notes) != 1 || p.Passes()[0] != "shorten" {
+		t.Errorf("notes %v passes %v", res.Notes, p.Passes())
+	}
+}
