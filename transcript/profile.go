@@ -1,0 +1,111 @@
+package transcript
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+)
+
+// Profile is what a replayed request carries besides the conversation:
+// the client's system prompt, tool schemas and request settings. The
+// transcripts do not hold Claude Code's own, so the default profile is
+// ctxguard's own text of about the sizes Claude Code sends (about 7 KB of
+// system text in three blocks, about 30 KB of tool schemas for 15 tools, a
+// 3.6 KB system message), written for this purpose.
+type Profile struct {
+	// System holds the three system blocks. System[0] carries no cache
+	// marker; System[1] and System[2] each carry one, as Claude Code sends
+	// them. A session with its own system prompt (SWE-agent) replaces
+	// System[2] with it.
+	System [3]string `json:"system"`
+	// SystemMessage is the text of the role:"system" message Claude Code
+	// sends inside messages; "" sends none.
+	SystemMessage string `json:"system_message"`
+	// SystemMessageIndex is its position in the messages array (1 in
+	// Claude Code: after the first user message). A position past the end
+	// appends it.
+	SystemMessageIndex int `json:"system_message_index"`
+	// Reminder is a text block put before the content of the first user
+	// message of every history, as Claude Code injects its context
+	// reminder; "" adds none.
+	Reminder string `json:"reminder"`
+	// Tools is the JSON array of tool definitions, sent compacted with its
+	// key order kept.
+	Tools json.RawMessage `json:"tools"`
+	// MaxTokens is the request's max_tokens.
+	MaxTokens int `json:"max_tokens"`
+	// Effort is output_config.effort; "" leaves output_config out.
+	Effort string `json:"effort"`
+	// DeviceID is the device_id inside metadata.user_id.
+	DeviceID string `json:"device_id"`
+	// Model is used when neither the options nor the session name a
+	// Claude model.
+	Model string `json:"model"`
+}
+
+//go:embed profile
+var profileFS embed.FS
+
+func mustRead(name string) string {
+	b, err := profileFS.ReadFile("profile/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// DefaultProfile returns the embedded default profile.
+func DefaultProfile() Profile {
+	return Profile{
+		System:             [3]string{mustRead("system-0.txt"), mustRead("system-1.txt"), mustRead("system-2.md")},
+		SystemMessage:      mustRead("system-message.md"),
+		SystemMessageIndex: 1,
+		Reminder:           mustRead("reminder.txt"),
+		Tools:              json.RawMessage(mustRead("tools.json")),
+		MaxTokens:          64000,
+		Effort:             "high",
+		DeviceID:           "0000000000000000000000000000000000000000000000000000000000000000",
+		Model:              "claude-opus-4-8",
+	}
+}
+
+// LoadProfile reads a JSON profile file. Fields the file does not set keep
+// their default values, so a file can change only the tools, say; set a
+// text to "" to leave its part out.
+func LoadProfile(path string) (Profile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Profile{}, err
+	}
+	p := DefaultProfile()
+	if err := json.Unmarshal(data, &p); err != nil {
+		return Profile{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := p.Validate(); err != nil {
+		return Profile{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// Validate checks that the profile can make valid requests.
+func (p *Profile) Validate() error {
+	if len(p.Tools) > 0 {
+		root, err := jsonscan.Root(p.Tools)
+		if err != nil {
+			return fmt.Errorf("profile tools: %w", err)
+		}
+		if jsonscan.KindOf(p.Tools, root) != jsonscan.Array {
+			return fmt.Errorf("profile tools: not a JSON array")
+		}
+	}
+	if p.MaxTokens <= 0 {
+		return fmt.Errorf("profile max_tokens: %d must be positive", p.MaxTokens)
+	}
+	if p.SystemMessageIndex < 0 {
+		return fmt.Errorf("profile system_message_index: %d is negative", p.SystemMessageIndex)
+	}
+	return nil
+}
