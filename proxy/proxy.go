@@ -1,0 +1,530 @@
+// Package proxy is ctxguard's HTTP layer: a reverse proxy to the Anthropic
+// API that hands every Messages request body to a Rewriter and streams the
+// answer straight back.
+//
+// Every method and path is forwarded to the upstream. POST /v1/messages
+// with a JSON body (any query, e.g. Claude Code's ?beta=true) is read into
+// memory, given to the Rewriter, and the body it returns is sent upstream
+// with a correct Content-Length. Everything else — count_tokens, models,
+// unknown paths, a /v1/messages request with another method or content
+// type — is streamed through untouched, without being buffered. Paths
+// under /ctxguard/ are never forwarded: they go to Options.Extra.
+//
+// Fidelity: headers pass both ways unchanged (credentials, anthropic-beta,
+// anthropic-version, request-id, retry-after and unknown headers alike),
+// except the hop-by-hop headers HTTP requires a proxy to drop and
+// anthropic-beta values the Rewriter asks to append. Nothing is added
+// (no X-Forwarded-For, no default User-Agent). A body the Rewriter leaves
+// unchanged is forwarded byte for byte — if it arrived compressed, in its
+// original compressed form. Response bodies reach the client exactly as
+// the upstream sent them, flushed after every read when they stream.
+//
+// Compressed bodies: a request body with Content-Encoding gzip, deflate,
+// br or zstd is decoded (at most MaxBody bytes; more is a 413) for the
+// Rewriter; a rewritten body is sent uncompressed, an unchanged one in its
+// original encoding, and one that cannot be decoded untouched. Answers are
+// never decoded on their way to the client: the client's Accept-Encoding
+// goes upstream as sent (Claude Code sends gzip, deflate, br, zstd), so the
+// upstream may compress, and the client receives exactly its bytes. The
+// usage tap reads a copy decoded on a side goroutine, after each chunk has
+// been written to the client; an answer in any other coding gives no usage.
+//
+// Streaming: answers are copied as they arrive and flushed after every
+// read when they are SSE or of unknown length; full duplex is enabled so
+// an HTTP/1 client is never cut while the upstream streams (see
+// golang/go#40747). A client that goes away cancels the upstream request;
+// an upstream that fails or falls silent (Timeouts.Idle) mid-answer makes
+// the proxy cut the client's connection instead of ending the answer
+// cleanly, so a truncated answer cannot pass for a complete one.
+//
+// Errors: ctxguard's own failures (body over the limit, upstream
+// unreachable or timing out) are answered with the API's JSON error shape
+// through anthropic.WriteError, with an error ID that also appears in the
+// log line carrying the detail. Upstream answers, errors included, are
+// never altered. The API key is never logged.
+//
+// A Proxy is safe for concurrent use.
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+)
+
+// DefaultUpstream is where requests go when Options.Upstream is nil.
+const DefaultUpstream = "https://api.anthropic.com"
+
+// DefaultMaxBody is the API's own request size limit (32 MB).
+const DefaultMaxBody = 32 << 20
+
+// Rewriter turns a client's Messages request body into the body to send
+// upstream.
+type Rewriter interface {
+	// Rewrite is called once per POST /v1/messages request with the
+	// decoded request body. It must be safe for concurrent use.
+	//
+	// body is a fresh buffer holding the whole (decoded) request; the
+	// Rewriter may keep it but must never modify it, because the proxy
+	// forwards it as it is when Outcome.Body says "unchanged". req gives
+	// the request's method, URL and headers; its Body has been consumed,
+	// and neither req nor its headers may be retained or modified.
+	//
+	// Rewrite must fail open: on any problem (invalid JSON, an unknown
+	// shape, an internal error) it returns the body unchanged. A panic in
+	// Rewrite is recovered, logged with an error ID, and the original
+	// body is forwarded.
+	Rewrite(ctx context.Context, req *http.Request, body []byte) Outcome
+}
+
+// RewriterFunc adapts a function to Rewriter.
+type RewriterFunc func(ctx context.Context, req *http.Request, body []byte) Outcome
+
+// Rewrite calls f.
+func (f RewriterFunc) Rewrite(ctx context.Context, req *http.Request, body []byte) Outcome {
+	return f(ctx, req, body)
+}
+
+// Outcome is what a Rewriter decided for one request.
+type Outcome struct {
+	// Body is the body to send upstream. nil, or the input slice itself
+	// (same start and length), means unchanged: the request is then
+	// forwarded exactly as the client sent it. A new body becomes owned
+	// by the proxy.
+	Body []byte
+	// AddBeta lists values to append to the anthropic-beta header
+	// (values the client already sent are not repeated).
+	AddBeta []string
+	// RespHeader holds headers to add to the client's response. Only
+	// names starting with X-Ctxguard- are applied.
+	RespHeader http.Header
+	// OnUsage, if set, is called at most once, after the response body
+	// has been forwarded (or the stream was cut), with the usage read
+	// from a 2xx answer. It runs on the request's goroutine, so it should
+	// return quickly.
+	OnUsage func(anthropic.Usage)
+}
+
+// Timeouts bound the proxy's waits on the upstream. A zero field takes its
+// default; a negative one disables that timeout.
+type Timeouts struct {
+	// Dial bounds connecting to the upstream, TLS handshake included.
+	// Default 30s.
+	Dial time.Duration
+	// ResponseHeader bounds the wait for the upstream's response headers
+	// once the request is sent. Default 10m: a non-streamed Messages
+	// answer only starts when the model has finished.
+	ResponseHeader time.Duration
+	// Idle bounds the silence between two reads of a response body
+	// (the API sends SSE pings while it works). Default 5m.
+	Idle time.Duration
+}
+
+// Options configure a Proxy. The zero value proxies to DefaultUpstream
+// with no rewriting.
+type Options struct {
+	// Upstream is the API base URL (scheme, host, optional path prefix).
+	// Default DefaultUpstream.
+	Upstream *url.URL
+	// MaxBody is the largest Messages request body accepted, after
+	// decompression; larger ones get 413 request_too_large. Default
+	// DefaultMaxBody. Other paths are streamed and not limited here (the
+	// upstream enforces its own per-endpoint limits).
+	MaxBody  int64
+	Timeouts Timeouts
+	// Logger receives one line per request and every error with its ID.
+	// Default: discard.
+	Logger *slog.Logger
+	// Rewriter rewrites Messages bodies. Default: none (pure proxy).
+	Rewriter Rewriter
+	// Extra serves every path under /ctxguard/ (never forwarded). Default:
+	// 404 for those paths.
+	Extra http.Handler
+	// DumpBodies logs client and upstream request bodies at debug level.
+	// For debugging only: bodies hold the user's data.
+	DumpBodies bool
+	// Transport replaces the proxy's own upstream transport (tests,
+	// custom dialers). It must not follow redirects or decompress
+	// responses. When nil, the proxy builds an http.Transport from
+	// Timeouts that honours HTTPS_PROXY / NO_PROXY.
+	Transport http.RoundTripper
+}
+
+// Proxy is the reverse proxy. It is an http.Handler.
+type Proxy struct {
+	upstream *url.URL
+	name     string // upstream for messages and logs, without credentials
+	maxBody  int64
+	idle     time.Duration
+	log      *slog.Logger
+	rw       Rewriter
+	extra    http.Handler
+	dump     bool
+	rt       http.RoundTripper
+}
+
+// New returns a Proxy for opts.
+func New(opts Options) (*Proxy, error) {
+	up := opts.Upstream
+	if up == nil {
+		u, err := url.Parse(DefaultUpstream)
+		if err != nil {
+			return nil, err
+		}
+		up = u
+	}
+	if up.Scheme != "http" && up.Scheme != "https" {
+		return nil, fmt.Errorf("proxy: upstream %q: scheme must be http or https", up.Redacted())
+	}
+	if up.Host == "" {
+		return nil, fmt.Errorf("proxy: upstream %q has no host", up.Redacted())
+	}
+	up = &url.URL{Scheme: up.Scheme, User: up.User, Host: up.Host, Path: up.Path, RawPath: up.RawPath, RawQuery: up.RawQuery}
+	p := &Proxy{
+		upstream: up,
+		name:     (&url.URL{Scheme: up.Scheme, Host: up.Host, Path: up.Path}).String(),
+		maxBody:  opts.MaxBody,
+		log:      opts.Logger,
+		rw:       opts.Rewriter,
+		extra:    opts.Extra,
+		dump:     opts.DumpBodies,
+		rt:       opts.Transport,
+	}
+	if p.maxBody <= 0 {
+		p.maxBody = DefaultMaxBody
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	t := opts.Timeouts
+	dial := pick(t.Dial, 30*time.Second)
+	header := pick(t.ResponseHeader, 10*time.Minute)
+	p.idle = pick(t.Idle, 5*time.Minute)
+	if p.rt == nil {
+		p.rt = &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
+			TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+			TLSHandshakeTimeout:   dial,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          256,
+			MaxIdleConnsPerHost:   64,
+			IdleConnTimeout:       90 * time.Second,
+			ResponseHeaderTimeout: header,
+			ExpectContinueTimeout: time.Second,
+			// The client's Accept-Encoding goes upstream as sent; the
+			// answer must reach it undecoded.
+			DisableCompression: true,
+			WriteBufferSize:    64 << 10,
+			ReadBufferSize:     64 << 10,
+		}
+	}
+	return p, nil
+}
+
+func pick(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// Close releases idle upstream connections.
+func (p *Proxy) Close() {
+	if t, ok := p.rt.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+}
+
+// Upstream returns the upstream base URL without credentials.
+func (p *Proxy) Upstream() string { return p.name }
+
+// exchange is the state of one proxied request.
+type exchange struct {
+	start       time.Time
+	messages    bool  // went through the Rewriter path
+	changed     bool  // the Rewriter changed the body
+	inBytes     int64 // request body bytes from the client (-1 unknown)
+	outBytes    int64 // request body bytes sent upstream (-1 unknown)
+	status      int
+	respBytes   int64
+	wroteHeader bool
+	rewrite     time.Duration
+	usage       *anthropic.Usage
+	outcome     Outcome
+	errID       string // the ID of the error rendered to the client
+}
+
+// ServeHTTP proxies one request.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/ctxguard/") {
+		if p.extra != nil {
+			p.extra.ServeHTTP(w, r)
+			return
+		}
+		anthropic.WriteError(r.Context(), w, p.log, &anthropic.Error{Status: http.StatusNotFound, Type: anthropic.NotFoundError, Message: "ctxguard: no such endpoint"})
+		return
+	}
+	x := &exchange{start: time.Now(), inBytes: r.ContentLength, outBytes: r.ContentLength}
+	rc := http.NewResponseController(w)
+	_ = rc.EnableFullDuplex() // HTTP/2 is always full duplex and says so with an error
+	err := p.serve(w, r, rc, x)
+	if err != nil {
+		if !x.wroteHeader {
+			e := anthropic.AsError(err)
+			anthropic.WriteError(r.Context(), w, p.log, e)
+			x.status, x.errID = e.Status, e.ID
+		} else {
+			p.log.LogAttrs(r.Context(), slog.LevelWarn, "response cut", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		}
+	}
+	p.logExchange(r, x, err)
+	if err != nil && x.wroteHeader && r.Context().Err() == nil {
+		// The upstream failed mid-body: cut the connection rather than end
+		// the response cleanly, so the client cannot mistake a truncated
+		// answer for a complete one.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func (p *Proxy) logExchange(r *http.Request, x *exchange, err error) {
+	level := slog.LevelDebug
+	if x.messages {
+		level = slog.LevelInfo
+	}
+	if !p.log.Enabled(r.Context(), level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs,
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", x.status),
+		slog.Duration("dur", time.Since(x.start)),
+		slog.Int64("in_bytes", x.inBytes),
+		slog.Int64("out_bytes", x.outBytes),
+		slog.Int64("resp_bytes", x.respBytes),
+	)
+	if x.messages {
+		attrs = append(attrs, slog.Bool("rewritten", x.changed), slog.Duration("rewrite", x.rewrite))
+	}
+	if x.usage != nil {
+		attrs = append(attrs, slog.Int("input_tokens", x.usage.PromptTokens()), slog.Int("output_tokens", x.usage.OutputTokens))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+		if x.errID != "" {
+			attrs = append(attrs, slog.String("error_id", x.errID))
+		}
+	}
+	p.log.LogAttrs(r.Context(), level, "proxy", attrs...)
+}
+
+// isMessages reports whether r goes through the Rewriter.
+func isMessages(r *http.Request) bool {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
+		return false
+	}
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
+var errIdle = errors.New("upstream idle timeout")
+
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, x *exchange) error {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(context.Canceled)
+	out, err := p.outRequest(ctx, r)
+	if err != nil {
+		return err
+	}
+
+	var oc Outcome
+	if isMessages(r) {
+		x.messages = true
+		if err := p.prepareMessages(r, out, x); err != nil {
+			return err
+		}
+		oc = x.outcome
+	}
+
+	res, err := p.rt.RoundTrip(out)
+	if err != nil {
+		return p.upstreamError(r, ctx, err)
+	}
+	defer res.Body.Close()
+	return p.respond(ctx, w, r, rc, res, &oc, x, cancel)
+}
+
+// upstreamError classifies a RoundTrip failure.
+func (p *Proxy) upstreamError(r *http.Request, ctx context.Context, err error) error {
+	if r.Context().Err() != nil {
+		return &anthropic.Error{Status: 499, Type: anthropic.APIError, Message: "ctxguard: client went away", Err: err}
+	}
+	var ne net.Error
+	if errors.Is(context.Cause(ctx), errIdle) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return &anthropic.Error{Status: http.StatusGatewayTimeout, Type: anthropic.APIError,
+			Message: "ctxguard: upstream " + p.name + " timed out", Err: err}
+	}
+	return &anthropic.Error{Status: http.StatusBadGateway, Type: anthropic.APIError,
+		Message: "ctxguard: upstream " + p.name + " unreachable", Err: err}
+}
+
+// hopHeaders are dropped in both directions (RFC 9110 section 7.6.1),
+// with whatever the Connection header names.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func removeHopHeaders(h http.Header) {
+	for _, v := range h["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = http.CanonicalHeaderKey(strings.TrimSpace(f)); f != "" {
+				delete(h, f)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+}
+
+// outRequest builds the upstream request: same method, path, query and
+// headers, minus hop-by-hop headers; the body is streamed unless the
+// Messages path replaces it.
+func (p *Proxy) outRequest(ctx context.Context, r *http.Request) (*http.Request, error) {
+	u := *p.upstream
+	u.Path, u.RawPath = joinPath(p.upstream, r.URL)
+	switch {
+	case u.RawQuery == "":
+		u.RawQuery = r.URL.RawQuery
+	case r.URL.RawQuery != "":
+		u.RawQuery += "&" + r.URL.RawQuery
+	}
+	h := r.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	te := h["Te"]
+	removeHopHeaders(h)
+	for _, v := range te {
+		if strings.EqualFold(strings.TrimSpace(v), "trailers") {
+			h.Set("Te", "trailers")
+		}
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = []string{""} // keep Go from adding its own
+	}
+	out := (&http.Request{
+		Method:        r.Method,
+		URL:           &u,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Host:          u.Host,
+		ContentLength: r.ContentLength,
+		Body:          r.Body,
+		Close:         false,
+	}).WithContext(ctx)
+	if r.ContentLength == 0 {
+		out.Body = nil // so the transport may retry on a stale connection
+	}
+	return out, nil
+}
+
+// joinPath appends the request's path to the upstream's path prefix,
+// keeping the client's escaping.
+func joinPath(base, req *url.URL) (path, rawpath string) {
+	if base.Path == "" || base.Path == "/" {
+		return req.Path, req.RawPath
+	}
+	bp, rp := base.EscapedPath(), req.EscapedPath()
+	joined := strings.TrimSuffix(bp, "/") + "/" + strings.TrimPrefix(rp, "/")
+	path = strings.TrimSuffix(base.Path, "/") + "/" + strings.TrimPrefix(req.Path, "/")
+	if joined == (&url.URL{Path: path}).EscapedPath() {
+		return path, ""
+	}
+	return path, joined
+}
+
+// rewrite runs the Rewriter, failing open on a panic.
+func (p *Proxy) rewrite(r *http.Request, body []byte) (oc Outcome) {
+	if p.rw == nil {
+		return Outcome{Body: body}
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			id := anthropic.NewErrorID()
+			p.log.LogAttrs(r.Context(), slog.LevelError, "rewriter panic; forwarding the original body",
+				slog.String("error_id", id), slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
+			oc = Outcome{Body: body}
+		}
+	}()
+	oc = p.rw.Rewrite(r.Context(), r, body)
+	if oc.Body == nil {
+		oc.Body = body
+	}
+	return oc
+}
+
+// sameSlice reports whether a and b are the same bytes in memory.
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// addBeta appends values to the anthropic-beta header, keeping one header
+// line as the client sent it.
+func addBeta(h http.Header, values []string) {
+	if len(values) == 0 {
+		return
+	}
+	have := map[string]bool{}
+	for _, v := range h.Values("Anthropic-Beta") {
+		for f := range strings.SplitSeq(v, ",") {
+			have[strings.TrimSpace(f)] = true
+		}
+	}
+	var add []string
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if v != "" && !have[v] {
+			have[v] = true
+			add = append(add, v)
+		}
+	}
+	if len(add) == 0 {
+		return
+	}
+	vs := h["Anthropic-Beta"]
+	if len(vs) == 0 {
+		h["Anthropic-Beta"] = []string{strings.Join(add, ",")}
+		return
+	}
+	last := vs[len(vs)-1]
+	sep := ","
+	if strings.TrimSpace(last) == "" {
+		sep = ""
+	}
+	vs = append(vs[:len(vs)-1:len(vs)-1], last+sep+strings.Join(add, ","))
+	h["Anthropic-Beta"] = vs
+}

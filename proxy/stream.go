@@ -1,0 +1,202 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+)
+
+var nowFunc = time.Now
+
+// copyBufs holds the buffers response bodies are copied through.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// respond forwards the upstream response: status, headers (minus
+// hop-by-hop, plus the Rewriter's X-Ctxguard-* headers) and the body,
+// flushed after every read when it streams. It feeds the usage tap of a
+// Messages answer and calls OnUsage at the end.
+func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Request, rc *http.ResponseController,
+	res *http.Response, oc *Outcome, x *exchange, cancel context.CancelCauseFunc) error {
+	h := w.Header()
+	for k, vs := range res.Header {
+		h[k] = vs
+	}
+	removeHopHeaders(h)
+	for k, vs := range oc.RespHeader {
+		if k = http.CanonicalHeaderKey(k); strings.HasPrefix(k, "X-Ctxguard-") {
+			h[k] = append(h[k], vs...)
+		}
+	}
+	if len(res.Trailer) > 0 {
+		names := make([]string, 0, len(res.Trailer))
+		for k := range res.Trailer {
+			names = append(names, k)
+		}
+		h["Trailer"] = []string{strings.Join(names, ", ")}
+	}
+	ct := res.Header.Get("Content-Type")
+	streaming := res.ContentLength < 0 || isEventStream(ct)
+
+	// The usage tap reads a copy of what passes; a content-coded answer is
+	// decoded for it on the side.
+	var tap *anthropic.UsageTap
+	var sink tapSink
+	if oc.OnUsage != nil && res.StatusCode/100 == 2 {
+		tap = anthropic.NewUsageTap(ct)
+		sink = plainTap{tap}
+		if coding := strings.ToLower(strings.TrimSpace(res.Header.Get("Content-Encoding"))); coding != "" && coding != "identity" {
+			sink = newDecodingTap(coding, tap)
+		}
+	}
+
+	w.WriteHeader(res.StatusCode)
+	x.wroteHeader, x.status = true, res.StatusCode
+
+	var idle *time.Timer
+	if p.idle > 0 {
+		idle = time.AfterFunc(p.idle, func() { cancel(errIdle) })
+		defer idle.Stop()
+	}
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	var rerr error
+	for {
+		n, err := res.Body.Read(buf)
+		if idle != nil {
+			idle.Reset(p.idle)
+		}
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				rerr = errClientGone
+				break
+			}
+			x.respBytes += int64(n)
+			if streaming {
+				if ferr := rc.Flush(); ferr != nil {
+					rerr = errClientGone
+					break
+				}
+			}
+			if sink != nil {
+				sink.Write(buf[:n])
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			rerr = err
+			break
+		}
+	}
+	if rerr == nil && len(res.Trailer) > 0 {
+		for k, vs := range res.Trailer {
+			for _, v := range vs {
+				h.Add(http.TrailerPrefix+k, v)
+			}
+		}
+	}
+	if sink != nil {
+		sink.Close()
+		if u, ok := tap.Usage(); ok {
+			x.usage = &u
+			oc.OnUsage(u)
+		}
+	}
+	switch {
+	case rerr == nil:
+		return nil
+	case errors.Is(rerr, errClientGone) || r.Context().Err() != nil:
+		// The client left; the deferred cancel stops the upstream.
+		p.log.LogAttrs(r.Context(), slog.LevelDebug, "client went away mid-response", slog.String("path", r.URL.Path))
+		return nil
+	case errors.Is(context.Cause(ctx), errIdle):
+		return fmt.Errorf("upstream %s sent nothing for %v mid-response: %w", p.name, p.idle, rerr)
+	}
+	return fmt.Errorf("reading the response of upstream %s: %w", p.name, rerr)
+}
+
+var errClientGone = errors.New("client went away")
+
+func isEventStream(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "text/event-stream"
+}
+
+// tapSink receives a copy of the response body.
+type tapSink interface {
+	Write(p []byte) (int, error)
+	Close()
+}
+
+// decodingTap decodes a content-coded response on its own goroutine and
+// feeds the result to a usage tap. Write blocks only until the decoder has
+// taken the bytes (after they were already sent to the client); if
+// decoding fails the tap stops reading and later writes return at once.
+type decodingTap struct {
+	pw   *io.PipeWriter
+	done chan struct{}
+	dead bool
+}
+
+func newDecodingTap(coding string, tap *anthropic.UsageTap) *decodingTap {
+	pr, pw := io.Pipe()
+	d := &decodingTap{pw: pw, done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		dec, err := decoder(coding, pr, 64<<20)
+		if err != nil || dec == nil {
+			if err == nil {
+				err = errors.New("unsupported content coding")
+			}
+			pr.CloseWithError(err)
+			return
+		}
+		defer dec.Close()
+		bp := copyBufs.Get().(*[]byte)
+		defer copyBufs.Put(bp)
+		_, err = io.CopyBuffer(tapWriter{tap}, dec, *bp)
+		if err == nil {
+			err = io.EOF
+		}
+		pr.CloseWithError(err)
+	}()
+	return d
+}
+
+// plainTap is a tapSink for an answer without content coding.
+type plainTap struct{ t *anthropic.UsageTap }
+
+func (p plainTap) Write(b []byte) (int, error) { return p.t.Write(b) }
+func (plainTap) Close()                        {}
+
+// tapWriter hides UsageTap's other methods from io.CopyBuffer.
+type tapWriter struct{ t *anthropic.UsageTap }
+
+func (w tapWriter) Write(p []byte) (int, error) { return w.t.Write(p) }
+
+func (d *decodingTap) Write(p []byte) (int, error) {
+	if d.dead {
+		return len(p), nil
+	}
+	if _, err := d.pw.Write(p); err != nil {
+		d.dead = true
+	}
+	return len(p), nil
+}
+
+// Close ends the input and waits for the decoder to finish.
+func (d *decodingTap) Close() {
+	_ = d.pw.Close()
+	<-d.done
+}
