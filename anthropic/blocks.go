@@ -32,6 +32,16 @@ func (p *parser) messages(v int) (int, error) {
 		p.msgs, p.ranges, p.blocks, p.parts, p.pranges = p.msgs[:0], p.ranges[:0], p.blocks[:0], p.parts[:0], p.pranges[:0]
 	}
 	p.sawMessages = true
+	if p.blocks == nil {
+		// About one block per 400 bytes in Claude Code sessions: size the
+		// arrays once instead of growing them a dozen times.
+		n := len(p.b)/400 + 8
+		p.blocks = make([]conversation.Block, 0, n)
+		p.pranges = make([][2]int, 0, n)
+		p.parts = make([]conversation.Part, 0, n/2)
+		p.msgs = make([]conversation.Message, 0, n/2)
+		p.ranges = make([][2]int, 0, n/2)
+	}
 	s, err := jsonscan.ArrayEach(p.b, i, dMessages, p.message)
 	p.c.List = s
 	return s.End, err
@@ -50,15 +60,15 @@ func (p *parser) message(v int) (int, error) {
 	first := len(p.blocks)
 	var sawContent bool
 	s, err := jsonscan.ObjectEach(p.b, i, dMessage, func(k span, v int) (int, error) {
-		switch {
-		case p.key(k, "role"):
+		switch string(p.keyRaw(k)) {
+		case "role":
 			r, err := jsonscan.ValueAt(p.b, v, dContent)
 			if err != nil {
 				return 0, err
 			}
 			m.Role = role(p.b, r)
 			return r.End, nil
-		case p.key(k, "content"):
+		case "content":
 			// Last one wins: drop blocks of an earlier content key.
 			p.blocks, p.pranges = p.blocks[:first], p.pranges[:first]
 			sawContent = true
@@ -128,28 +138,28 @@ func (p *parser) block(v int) (int, error) {
 	firstPart := len(p.parts)
 	s, err := jsonscan.ObjectEach(p.b, i, dBlock, func(k span, v int) (int, error) {
 		var dst *span
-		switch {
-		case p.key(k, "type"):
+		switch string(p.keyRaw(k)) {
+		case "type":
 			dst = &typ
-		case p.key(k, "text"):
+		case "text":
 			dst = &text
-		case p.key(k, "thinking"):
+		case "thinking":
 			dst = &thinking
-		case p.key(k, "signature"):
+		case "signature":
 			dst = &signature
-		case p.key(k, "data"):
+		case "data":
 			dst = &data
-		case p.key(k, "id"), p.key(k, "tool_use_id"):
+		case "id", "tool_use_id":
 			dst = &blk.ID
-		case p.key(k, "name"):
+		case "name":
 			dst = &blk.Name
-		case p.key(k, "input"):
+		case "input":
 			dst = &blk.Input
-		case p.key(k, "is_error"):
+		case "is_error":
 			dst = &isErr
-		case p.key(k, "cache_control"):
+		case "cache_control":
 			return p.cacheControl(v, dBlock+1, &blk.CacheControl, k)
-		case p.key(k, "content"):
+		case "content":
 			p.parts = p.parts[:firstPart]
 			c, err := p.resultContent(v)
 			blk.Content = c
@@ -167,7 +177,7 @@ func (p *parser) block(v int) (int, error) {
 	blk.Span = s
 	blk.Call = [2]int{-1, -1}
 	blk.Kind = kindOf(p.b, typ)
-	if !typ.IsZero() {
+	if blk.Type = typeNames[blk.Kind]; blk.Kind == conversation.Opaque && !typ.IsZero() {
 		if t, err := jsonscan.Unquote(typ.Bytes(p.b)); err == nil {
 			blk.Type = t
 		}
@@ -219,21 +229,40 @@ func (p *parser) block(v int) (int, error) {
 	return s.End, nil
 }
 
+// typeNames are the wire types of the kinds ctxguard knows, so parsing a
+// known block allocates no string.
+var typeNames = [...]string{
+	conversation.Text: "text", conversation.ToolCall: "tool_use", conversation.ToolResult: "tool_result",
+	conversation.Thinking: "thinking", conversation.RedactedThinking: "redacted_thinking",
+	conversation.Image: "image", conversation.Document: "document",
+}
+
 func kindOf(b []byte, typ span) conversation.Kind {
-	switch {
-	case jsonscan.StringIs(b, typ, "text"):
+	if jsonscan.KindOf(b, typ) != jsonscan.String {
+		return conversation.Opaque
+	}
+	raw := b[typ.Start+1 : typ.End-1]
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		d, err := jsonscan.AppendUnquote(nil, typ.Bytes(b))
+		if err != nil {
+			return conversation.Opaque
+		}
+		raw = d
+	}
+	switch string(raw) {
+	case "text":
 		return conversation.Text
-	case jsonscan.StringIs(b, typ, "tool_use"):
+	case "tool_use":
 		return conversation.ToolCall
-	case jsonscan.StringIs(b, typ, "tool_result"):
+	case "tool_result":
 		return conversation.ToolResult
-	case jsonscan.StringIs(b, typ, "thinking"):
+	case "thinking":
 		return conversation.Thinking
-	case jsonscan.StringIs(b, typ, "redacted_thinking"):
+	case "redacted_thinking":
 		return conversation.RedactedThinking
-	case jsonscan.StringIs(b, typ, "image"):
+	case "image":
 		return conversation.Image
-	case jsonscan.StringIs(b, typ, "document"):
+	case "document":
 		return conversation.Document
 	}
 	return conversation.Opaque
@@ -265,12 +294,12 @@ func (p *parser) part(v int) (int, error) {
 	var typ, text, cc span
 	s, err := jsonscan.ObjectEach(p.b, i, dPart, func(k span, v int) (int, error) {
 		var dst *span
-		switch {
-		case p.key(k, "type"):
+		switch string(p.keyRaw(k)) {
+		case "type":
 			dst = &typ
-		case p.key(k, "text"):
+		case "text":
 			dst = &text
-		case p.key(k, "cache_control"):
+		case "cache_control":
 			return p.cacheControl(v, dPart+1, &cc, k)
 		default:
 			return jsonscan.Skip(p.b, v, dPart+1)

@@ -5,6 +5,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -54,6 +55,21 @@ type parser struct {
 
 func (p *parser) key(k span, name string) bool { return jsonscan.KeyIs(p.b, k, name) }
 
+// keyRaw returns the name of the key at k: its bytes inside the quotes,
+// decoded only when it holds an escape (rare), so a switch on it costs no
+// allocation.
+func (p *parser) keyRaw(k span) []byte {
+	raw := p.b[k.Start+1 : k.End-1]
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw
+	}
+	d, err := jsonscan.AppendUnquote(nil, p.b[k.Start:k.End])
+	if err != nil {
+		return nil
+	}
+	return d
+}
+
 func (p *parser) parse() (*conv, error) {
 	b := p.b
 	if i := jsonscan.SkipSpace(b, 0); i >= len(b) || b[i] != '{' {
@@ -64,11 +80,11 @@ func (p *parser) parse() (*conv, error) {
 		return nil, shapeErr(r.Start, "body is not an object")
 	}
 	root, err := jsonscan.ObjectEach(b, 0, 0, func(k span, v int) (int, error) {
-		switch {
-		case p.key(k, "messages"):
+		switch string(p.keyRaw(k)) {
+		case "messages":
 			p.section, p.marks[2] = 2, 0
 			return p.messages(v)
-		case p.key(k, "model"):
+		case "model":
 			s, err := jsonscan.ValueAt(b, v, 1)
 			if err == nil {
 				if jsonscan.KindOf(b, s) != jsonscan.String {
@@ -77,25 +93,25 @@ func (p *parser) parse() (*conv, error) {
 				p.c.Model, err = jsonscan.Unquote(s.Bytes(b))
 			}
 			return s.End, err
-		case p.key(k, "system"):
+		case "system":
 			p.section, p.marks[0] = 0, 0
 			s, err := p.system(v)
 			p.c.System = s
 			return s.End, err
-		case p.key(k, "tools"):
+		case "tools":
 			p.section, p.marks[1] = 1, 0
 			s, err := p.tools(v)
 			p.c.Tools = s
 			return s.End, err
-		case p.key(k, "stream"):
+		case "stream":
 			s, err := jsonscan.ValueAt(b, v, 1)
 			p.c.Stream = err == nil && string(s.Bytes(b)) == "true"
 			return s.End, err
-		case p.key(k, "thinking"):
+		case "thinking":
 			return p.member(&p.c.Thinking, k, v)
-		case p.key(k, "context_management"):
+		case "context_management":
 			return p.member(&p.c.ContextManagement, k, v)
-		case p.key(k, "metadata"):
+		case "metadata":
 			return p.member(&p.c.Metadata, k, v)
 		}
 		return jsonscan.Skip(b, v, 1)
