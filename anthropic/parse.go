@@ -44,9 +44,9 @@ type parser struct {
 	// top-level key replaces its section, as the last value wins.
 	marks   [3]int
 	section int
-	blocks      []conversation.Block
-	parts       []conversation.Part
-	msgs        []conversation.Message
+	blocks  []conversation.Block
+	parts   []conversation.Part
+	msgs    []conversation.Message
 	// per message: index range into blocks
 	ranges [][2]int
 	// per block: index range into parts
