@@ -11,7 +11,7 @@ package store
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/binary"
 	"errors"
 	"io"
 	"time"
@@ -48,16 +48,23 @@ type Store interface {
 	Close() error
 }
 
-// IDLen is the length of a blob id: 64 bits of SHA-256 in hex. Every stub
-// the model reads carries one, so it is kept short; a collision in one
-// user's store needs billions of blobs.
-const IDLen = 16
+// IDLen is the length of a blob id: 13 lowercase letters, 61 bits of the
+// content's SHA-256. Every stub the model reads carries one, so it is kept
+// short and free of digits, which tokenizers split finely; a collision in
+// one user's store needs about a billion blobs.
+const IDLen = 13
 
 // ID returns the content address of data: the first 64 bits of its
-// SHA-256, in lowercase hex.
+// SHA-256 written in base 26 with the letters a-z, truncated to IDLen.
 func ID(data []byte) string {
 	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:IDLen/2])
+	v := binary.BigEndian.Uint64(sum[:8])
+	var b [IDLen]byte
+	for i := range b {
+		b[i] = 'a' + byte(v%26)
+		v /= 26
+	}
+	return string(b[:])
 }
 
 // ValidID reports whether id is a well-formed blob id.
@@ -66,8 +73,7 @@ func ValidID(id string) bool {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+		if id[i] < 'a' || id[i] > 'z' {
 			return false
 		}
 	}

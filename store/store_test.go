@@ -49,7 +49,7 @@ func TestDir(t *testing.T) {
 	if len(ents) != 1 {
 		t.Errorf("blob dir holds %d entries, want 1", len(ents))
 	}
-	for _, bad := range []string{"", "../../etc/passwd", id[:IDLen-1], id + "0", "G" + id[1:], "AB" + id[2:]} {
+	for _, bad := range []string{"", "../../etc/passwd", id[:IDLen-1], id + "a", "G" + id[1:], "0" + id[1:], "../" + id[3:]} {
 		if _, err := d.OpenBlob(bad); !errors.Is(err, ErrBadID) {
 			t.Errorf("OpenBlob(%q) err = %v, want ErrBadID", bad, err)
 		}

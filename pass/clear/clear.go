@@ -1,0 +1,311 @@
+// Package clear is ctxguard's history pass: it clears old tool results (and
+// optionally old tool inputs and thinking) in rare, large, sticky batches,
+// so a session's requests stay small while the prompt cache keeps hitting.
+//
+// Every decision is a deterministic, monotone function of the request's own
+// history (see plan.go): the pass replays the requests the client sent
+// before this one, and clears a region only at an "edit event", when the
+// request is over the trigger and at least clear_at_least tokens can be
+// freed at once. Between events the rewritten request N+1 starts with the
+// rewritten request N byte for byte, and a fresh process with an empty
+// store rewrites every request identically. Cleared content is kept in the
+// store and each stub says where.
+package clear
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/pipeline"
+	"github.com/ctxguard/ctxguard/splice"
+	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/tokens"
+)
+
+// Config is the clearing pass's configuration (YAML key `clear`).
+type Config struct {
+	// Enabled switches the pass on.
+	Enabled bool `yaml:"enabled"`
+	// Trigger: a request larger than this may fire an event (tokens,
+	// or a fraction of the model's window).
+	Trigger model.Amount `yaml:"trigger"`
+	// KeepTokens: the newest tool output (results and clearable inputs)
+	// of at least this many tokens is never cleared.
+	KeepTokens model.Amount `yaml:"keep_tokens"`
+	// KeepUses: the newest this-many tool calls are never cleared.
+	KeepUses int `yaml:"keep_uses"`
+	// ClearAtLeast: an event must free at least this many tokens, so
+	// the prompt cache is invalidated rarely and for a large gain.
+	ClearAtLeast model.Amount `yaml:"clear_at_least"`
+	// Payback: an event must repay what it costs the prompt cache (a
+	// cache write of everything after its first change, instead of a
+	// cache read) through the reads it saves within this many requests,
+	// and within as many requests as the session has made so far, so
+	// clearing never makes a session cost more than going direct. 0
+	// turns the rule off.
+	Payback int `yaml:"payback"`
+	// Tools lists globs (path.Match) of tools whose results may be
+	// cleared; ExcludeTools wins over it.
+	Tools        []string `yaml:"tools"`
+	ExcludeTools []string `yaml:"exclude_tools"`
+	// ClearInputs lists globs of tools whose large tool_use inputs are
+	// cleared with their results (Write and Edit carry whole files).
+	ClearInputs []string `yaml:"clear_inputs"`
+	// MinTokens: items smaller than this are left alone; a stub would
+	// save too little.
+	MinTokens int `yaml:"min_tokens"`
+	// Thinking removes thinking blocks an event invalidates: those of
+	// assistant messages before the latest one at the event.
+	Thinking bool `yaml:"thinking"`
+	// CacheMarker places one cache_control marker (when the request has
+	// fewer than 4) on the last block before the cleared boundary, so
+	// the prefix before the next event stays cached.
+	CacheMarker bool `yaml:"cache_marker"`
+}
+
+// Defaults returns the clearing configuration ctxguard ships with. The
+// figures come from replaying the real Claude Code sessions in the
+// project's data (see the README): they cut tokens and cache-aware cost
+// together while every stub still says where its content went.
+func Defaults() Config {
+	return Config{
+		Enabled:      true,
+		Trigger:      model.Tokens(30_000),
+		KeepTokens:   model.Tokens(8_000),
+		KeepUses:     3,
+		ClearAtLeast: model.Tokens(10_000),
+		Payback:      10,
+		Tools:        []string{"*"},
+		ClearInputs:  []string{"*"},
+		MinTokens:    40,
+		Thinking:     true,
+		CacheMarker:  true,
+	}
+}
+
+// Validate reports every problem in c, joined, or nil.
+func (c Config) Validate() error {
+	var errs []error
+	for name, a := range map[string]model.Amount{"trigger": c.Trigger, "keep_tokens": c.KeepTokens, "clear_at_least": c.ClearAtLeast} {
+		if err := a.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	for name, v := range map[string]int{"keep_uses": c.KeepUses, "payback": c.Payback, "min_tokens": c.MinTokens} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s: %d is negative", name, v))
+		}
+	}
+	for _, list := range [][]string{c.Tools, c.ExcludeTools, c.ClearInputs} {
+		for _, g := range list {
+			if _, err := path.Match(g, ""); err != nil {
+				errs = append(errs, fmt.Errorf("bad tool glob %q: %w", g, err))
+			}
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+// Pass is the compiled clearing pass. It is safe for concurrent use.
+type Pass struct {
+	cfg   Config
+	blobs *store.Blobs
+}
+
+// New compiles cfg. blobs receives every cleared item.
+func New(cfg Config, blobs *store.Blobs) (*Pass, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("clear: %w", err)
+	}
+	if blobs == nil {
+		return nil, fmt.Errorf("clear: no blob store")
+	}
+	return &Pass{cfg: cfg, blobs: blobs}, nil
+}
+
+// limits resolves the configured amounts for the request's model.
+func (p *Pass) limits(env *pipeline.Env) limits {
+	w := model.DefaultWindow
+	if env != nil && env.Window > 0 {
+		w = env.Window
+	}
+	return limits{
+		trigger:      p.cfg.Trigger.Resolve(w),
+		keepTokens:   p.cfg.KeepTokens.Resolve(w),
+		keepUses:     p.cfg.KeepUses,
+		clearAtLeast: p.cfg.ClearAtLeast.Resolve(w),
+		payback:      p.cfg.Payback,
+	}
+}
+
+// Name implements pipeline.Pass.
+func (p *Pass) Name() string { return "clear" }
+
+func match(globs []string, name string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Stub sizes used for planning. They are fixed, not measured, so the plan
+// does not depend on blob ids or paths.
+const (
+	stubTokens  = 25
+	blockTokens = 4 // per-block framing
+)
+
+type itemKind uint8
+
+const (
+	kindResult itemKind = iota + 1
+	kindInput
+)
+
+// item is a clearable tool result or tool input.
+type item struct {
+	msg, blk int
+	kind     itemKind
+}
+
+// analysis is what the pass measured of a request.
+type analysis struct {
+	costs []msgCost
+	items []item
+	base  int
+}
+
+func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
+	c := r.Conv
+	a := &analysis{costs: make([]msgCost, len(c.Messages))}
+	est := func(sp conversation.Span) (int, error) {
+		b, err := r.Current(sp)
+		return tokens.Estimate(b), err
+	}
+	var err error
+	// Everything outside messages: system, tools and the other fields.
+	a.base = tokens.Estimate(c.Body) - tokens.Estimate(c.Bytes(c.List))
+	for mi := range c.Messages {
+		m := &c.Messages[mi]
+		mc := &a.costs[mi]
+		mc.assistant = m.Role == conversation.RoleAssistant
+		for bi := range m.Blocks {
+			b := &m.Blocks[bi]
+			var t int
+			switch b.Kind {
+			case conversation.Text:
+				// The text only: the same whether the client sent a block
+				// (with or without its moving marker) or a plain string.
+				t, err = est(b.Text)
+			case conversation.Thinking, conversation.RedactedThinking:
+				// The signature is not billed as text.
+				t, err = est(b.Span)
+				if p.cfg.Thinking && mc.assistant {
+					mc.think += t + blockTokens
+				}
+			case conversation.ToolCall:
+				t, err = est(b.Input)
+				mc.uses++
+				if err == nil && p.clearsInput(c, b, t) {
+					mc.clearable += t
+					mc.stubbed += stubTokens + blockTokens
+					a.items = append(a.items, item{mi, bi, kindInput})
+					mc.tok += t + blockTokens
+					continue
+				}
+			case conversation.ToolResult:
+				t, err = est(b.Content)
+				if err == nil && p.clearsResult(c, b, t) {
+					mc.clearable += t
+					mc.stubbed += stubTokens + blockTokens
+					a.items = append(a.items, item{mi, bi, kindResult})
+					mc.tok += t + blockTokens
+					continue
+				}
+			default:
+				t, err = est(b.Span)
+			}
+			if err != nil {
+				return nil, err
+			}
+			mc.tok += t + blockTokens
+			mc.stubbed += t + blockTokens
+		}
+	}
+	return a, nil
+}
+
+func (p *Pass) clearsResult(c *conversation.Conversation, b *conversation.Block, t int) bool {
+	if t < p.cfg.MinTokens || b.Call[0] < 0 {
+		return false
+	}
+	name := c.ToolName(b)
+	return match(p.cfg.Tools, name) && !match(p.cfg.ExcludeTools, name)
+}
+
+func (p *Pass) clearsInput(c *conversation.Conversation, b *conversation.Block, t int) bool {
+	if t < p.cfg.MinTokens || jsonscan.KindOf(c.Body, b.Input) != jsonscan.Object {
+		return false
+	}
+	name := c.ToolName(b)
+	return match(p.cfg.ClearInputs, name) && !match(p.cfg.ExcludeTools, name)
+}
+
+// Run implements pipeline.Pass.
+func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
+	if !p.cfg.Enabled || len(r.Conv.Messages) == 0 {
+		return nil, nil
+	}
+	a, err := p.analyze(r)
+	if err != nil {
+		return nil, err
+	}
+	pl := newPlanner(a.base, a.costs).run(a.costs, p.limits(r.Env))
+	if n := len(pl.events); n > 0 && pl.events[n-1].at == len(r.Conv.Messages) {
+		r.Note("edit-event")
+	}
+	out, err := p.edits(r, a, pl)
+	if err != nil {
+		return nil, err
+	}
+	if r.Env != nil && r.Env.Binding {
+		if e, ok := binding(r.Conv); ok {
+			out = append(out, e)
+			r.AddBeta(model.BindingBeta)
+		}
+	}
+	return out, nil
+}
+
+// binding returns the edit that asks a binding-enforcing model to drop,
+// rather than reject, a thinking block whose prefix ctxguard changed. It
+// is added to every request of such a model, from the first one on, so
+// the setting itself never changes mid-session (a change of thinking
+// settings would invalidate the cached messages). Requests without
+// thinking enabled, or that already say what to do, are left alone.
+func binding(c *conversation.Conversation) (splice.Edit, bool) {
+	v := c.Thinking.Value
+	if jsonscan.KindOf(c.Body, v) != jsonscan.Object {
+		return splice.Edit{}, false
+	}
+	typ, err := jsonscan.Lookup(c.Body, v, "type")
+	if err != nil || jsonscan.StringIs(c.Body, typ, "disabled") {
+		return splice.Edit{}, false
+	}
+	if _, err := jsonscan.Lookup(c.Body, v, "block_binding"); err == nil {
+		return splice.Edit{}, false
+	}
+	return splice.Edit{
+		Span: splice.Span{Start: v.End - 1, End: v.End - 1},
+		Repl: []byte(`,"block_binding":{"prefix_mismatch_behavior":"drop_block"}`),
+	}, true
+}

@@ -1,0 +1,221 @@
+package clear
+
+import (
+	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/internal/stub"
+	"github.com/ctxguard/ctxguard/pipeline"
+	"github.com/ctxguard/ctxguard/splice"
+	"github.com/ctxguard/ctxguard/store"
+)
+
+// edits turns a plan into edits of the current request.
+func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, error) {
+	c := r.Conv
+	var out []splice.Edit
+	for i, it := range a.items {
+		if it.msg >= pl.clearTo {
+			break
+		}
+		b := &c.Messages[it.msg].Blocks[it.blk]
+		// The first cleared item of a session never changes (the cleared
+		// region only grows at its end), so it carries, once, the
+		// explanation of how to get a blob back; every other stub is
+		// short.
+		first := i == 0
+		var e splice.Edit
+		var err error
+		switch it.kind {
+		case kindResult:
+			e, err = p.resultStub(r, b, first)
+		case kindInput:
+			e, err = p.inputStub(r, b, first)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	if p.cfg.Thinking {
+		for mi := 0; mi < pl.thinkTo; mi++ {
+			out = append(out, removeThinking(r, mi)...)
+		}
+	}
+	if to := markerBoundary(pl, len(c.Messages)); p.cfg.CacheMarker && to > 0 && c.CacheMarkers < 4 {
+		if e, ok := marker(c, to); ok {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// resultStub replaces a tool result's content with a stub naming the tool,
+// the size, and where the full text is kept.
+func (p *Pass) resultStub(r *pipeline.Request, b *conversation.Block, first bool) (splice.Edit, error) {
+	c := r.Conv
+	k, err := p.blobs.KeepFrom(c.Bytes(b.Content), func([]byte) ([]byte, error) { return resultText(c, b) })
+	if err != nil {
+		return splice.Edit{}, err
+	}
+	stub := p.stub(c.ToolName(b)+" result, ", k, first)
+	return splice.Edit{Span: b.Content, Repl: jsonscan.AppendQuote(nil, stub)}, nil
+}
+
+// stub renders the text that replaces a cleared item.
+func (p *Pass) stub(what string, k store.Kept, first bool) string {
+	core := what + stub.Size(k.Chars) + " chars, blob " + k.ID + "]"
+	if first {
+		return "[ctxguard clears old tool output to keep this session small; each cleared item names a blob with its full text: " +
+			p.blobs.Howto() + ". This one: " + core
+	}
+	return "[ctxguard cleared " + core
+}
+
+// resultText is what a cleared result keeps in the store: the original
+// text of a string result; for an array, each text part's text and the
+// raw JSON of any other part, one per line.
+func resultText(c *conversation.Conversation, b *conversation.Block) ([]byte, error) {
+	if jsonscan.KindOf(c.Body, b.Content) == jsonscan.String {
+		return jsonscan.AppendUnquote(nil, c.Bytes(b.Content))
+	}
+	var out []byte
+	for i, pt := range b.Parts {
+		if i > 0 {
+			out = append(out, '\n')
+		}
+		if pt.Kind == conversation.Text {
+			var err error
+			if out, err = jsonscan.AppendUnquote(out, c.Bytes(pt.Text)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		out = append(out, c.Bytes(pt.Span)...)
+	}
+	return out, nil
+}
+
+// inputFieldMin is the size (bytes of JSON) above which a tool input's
+// field is cleared; smaller fields such as paths and flags stay.
+const inputFieldMin = 200
+
+// inputStub rewrites a tool call's input object, replacing each large field
+// with a stub and keeping the small ones (file paths, flags) verbatim.
+func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool) (splice.Edit, error) {
+	c := r.Conv
+	body := c.Body
+	var out []byte
+	out = append(out, '{')
+	firstMember := true
+	_, err := jsonscan.ObjectEach(body, b.Input.Start, 0, func(k jsonscan.Span, v int) (int, error) {
+		val, err := jsonscan.ValueAt(body, v, 1)
+		if err != nil {
+			return 0, err
+		}
+		if !firstMember {
+			out = append(out, ',')
+		}
+		firstMember = false
+		out = append(out, k.Bytes(body)...)
+		out = append(out, ':')
+		if val.Len() < inputFieldMin {
+			out = append(out, val.Bytes(body)...)
+			return val.End, nil
+		}
+		var decode func([]byte) ([]byte, error)
+		if jsonscan.KindOf(body, val) == jsonscan.String {
+			decode = func(raw []byte) ([]byte, error) { return jsonscan.AppendUnquote(nil, raw) }
+		}
+		kept, err := p.blobs.KeepFrom(val.Bytes(body), decode)
+		if err != nil {
+			return 0, err
+		}
+		out = jsonscan.AppendQuote(out, p.stub("", kept, first))
+		first = false
+		return val.End, nil
+	})
+	if err != nil {
+		return splice.Edit{}, err
+	}
+	out = append(out, '}')
+	return splice.Edit{Span: b.Input, Repl: out}, nil
+}
+
+// removeThinking removes the thinking blocks of message mi, or replaces
+// them with one short text block when they are all the message holds.
+func removeThinking(r *pipeline.Request, mi int) []splice.Edit {
+	m := &r.Conv.Messages[mi]
+	if m.Role != conversation.RoleAssistant || m.ContentString {
+		return nil
+	}
+	var think []int
+	for bi, b := range m.Blocks {
+		if b.Kind == conversation.Thinking || b.Kind == conversation.RedactedThinking {
+			think = append(think, bi)
+		}
+	}
+	if len(think) == 0 {
+		return nil
+	}
+	var out []splice.Edit
+	if len(think) == len(m.Blocks) {
+		out = append(out, splice.Edit{Span: m.Blocks[think[0]].Span, Repl: []byte(`{"type":"text","text":"[ctxguard removed earlier reasoning]"}`)})
+		think = think[1:]
+	}
+	for _, bi := range think {
+		out = append(out, r.RemoveBlock(mi, bi))
+	}
+	return out
+}
+
+// markerBoundary says where the spare cache_control marker goes: at the
+// boundary of the latest event, whose prefix every later request shares,
+// so the cache entry written there is read at the next event. In the
+// request of an event itself the marker stays at the previous event's
+// boundary: the API only finds an entry from a breakpoint at most 20
+// blocks after it, so the breakpoint must sit where the entry was written.
+// (Markers are not part of the cache key, so moving it afterwards costs
+// nothing.)
+func markerBoundary(pl plan, n int) int {
+	ev := pl.events
+	if k := len(ev); k > 0 && ev[k-1].at == n {
+		ev = ev[:k-1]
+	}
+	if len(ev) == 0 {
+		return 0
+	}
+	return ev[len(ev)-1].clearTo
+}
+
+// marker returns the edit that puts a cache_control marker on the last
+// object block before message `to`, copying the client's own marker so TTLs
+// stay ordered as the client ordered them.
+func marker(c *conversation.Conversation, to int) (splice.Edit, bool) {
+	mark := []byte(`"cache_control":{"type":"ephemeral"}`)
+	for mi := len(c.Messages) - 1; mi >= 0; mi-- {
+		for _, b := range c.Messages[mi].Blocks {
+			if !b.CacheControl.IsZero() {
+				mark = c.Bytes(b.CacheControl)
+			}
+		}
+	}
+	for mi := to - 1; mi >= 0; mi-- {
+		m := &c.Messages[mi]
+		if m.ContentString || m.Role == conversation.RoleAssistant {
+			continue // thinking there may be removed; strings cannot carry markers
+		}
+		for bi := len(m.Blocks) - 1; bi >= 0; bi-- {
+			b := &m.Blocks[bi]
+			if b.Kind == conversation.Opaque || c.Body[b.Span.Start] != '{' {
+				continue
+			}
+			if !b.CacheControl.IsZero() {
+				return splice.Edit{}, false // already marked
+			}
+			repl := append([]byte{','}, mark...)
+			return splice.Edit{Span: splice.Span{Start: b.Span.End - 1, End: b.Span.End - 1}, Repl: repl}, true
+		}
+		return splice.Edit{}, false
+	}
+	return splice.Edit{}, false
+}

@@ -1,0 +1,159 @@
+package clear
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// session builds msgCosts for n rounds: a user prompt, then per round an
+// assistant message (think tokens of thinking, one tool call) and a user
+// message with a result of res tokens.
+func session(rounds, think, res int) []msgCost {
+	m := []msgCost{{tok: 10, stubbed: 10}}
+	for i := 0; i < rounds; i++ {
+		m = append(m,
+			msgCost{assistant: true, tok: 20 + think, stubbed: 20 + think, think: think, uses: 1},
+			msgCost{tok: res, stubbed: stubTokens, clearable: res},
+		)
+	}
+	return m
+}
+
+func TestPlan(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		msgs   []msgCost
+		lim    limits
+		events []event
+	}{
+		{
+			name: "below the trigger nothing happens",
+			msgs: session(10, 0, 100),
+			lim:  limits{trigger: 10_000, keepTokens: 200, keepUses: 1, clearAtLeast: 100},
+		},
+		{
+			// Every result is 1000 tokens; at 20 messages the request of 10
+			// rounds (1000 base + 10 + 10*1020 = 11210) crosses 10000...
+			name: "one batch, newest kept",
+			msgs: session(12, 0, 1000),
+			lim:  limits{trigger: 10_000, keepTokens: 2000, keepUses: 2, clearAtLeast: 3000},
+			events: []event{
+				// Request before assistant message 19 (9 rounds + prompt:
+				// 1000+10+9*1020 = 10190 > trigger). Keep rule: the newest
+				// 2 rounds (messages 15..18) hold 2 uses and 2000 tokens,
+				// so clearing moves to 15 and frees 7 results.
+				{at: 19, clearTo: 15, thinkTo: 17, freed: 7 * (1000 - stubTokens), before: 10190, after: 10190 - 7*(1000-stubTokens)},
+			},
+		},
+		{
+			name: "clear_at_least holds events back",
+			msgs: session(12, 0, 1000),
+			lim:  limits{trigger: 10_000, keepTokens: 2000, keepUses: 2, clearAtLeast: 100_000},
+		},
+		{
+			name: "thinking goes with an event, the latest stays",
+			msgs: session(6, 500, 100),
+			lim:  limits{trigger: 3000, keepTokens: 0, keepUses: 6, clearAtLeast: 1000},
+			events: []event{
+				// Request before message 9: 1000+10+4*520+4*100 = 3490 > 3000.
+				// Keep 6 uses keeps everything (only 4 rounds); thinking
+				// of messages 1, 3, 5 goes (message 7 is the latest).
+				{at: 9, clearTo: 0, thinkTo: 7, freed: 1500, before: 3490, after: 1990},
+				// The current request (6 rounds) is over again; the thinking
+				// of messages 7 and 9 goes, 11 is the latest.
+				{at: 13, clearTo: 1, thinkTo: 11, freed: 1000, before: 3230, after: 2230},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := 1000
+			got := newPlanner(base, tc.msgs).run(tc.msgs, tc.lim)
+			if d := cmp.Diff(tc.events, got.events, cmp.AllowUnexported(event{})); d != "" {
+				t.Errorf("events (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestPlanMonotone: over growing prefixes of a session, the boundaries of
+// the plan never move back, and a plan for a prefix is the start of the
+// plan for the whole session.
+func TestPlanMonotone(t *testing.T) {
+	msgs := session(200, 300, 700)
+	for i := range msgs {
+		if i%7 == 0 {
+			msgs[i].tok += 3000 // a few big ones
+			if !msgs[i].assistant {
+				msgs[i].clearable += 3000
+			}
+		}
+	}
+	lim := limits{trigger: 30_000, keepTokens: 8000, keepUses: 3, clearAtLeast: 10_000}
+	full := newPlanner(1000, msgs).run(msgs, lim)
+	if len(full.events) < 3 {
+		t.Fatalf("only %d events; the test needs several", len(full.events))
+	}
+	prevC, prevT := 0, 0
+	for n := 1; n <= len(msgs); n++ {
+		pl := newPlanner(1000, msgs[:n]).run(msgs[:n], lim)
+		if pl.clearTo < prevC || pl.thinkTo < prevT {
+			t.Fatalf("prefix %d: boundaries (%d,%d) moved back from (%d,%d)", n, pl.clearTo, pl.thinkTo, prevC, prevT)
+		}
+		prevC, prevT = pl.clearTo, pl.thinkTo
+		if d := cmp.Diff(full.events[:len(pl.events)], pl.events, cmp.AllowUnexported(event{}), cmpopts.EquateEmpty()); d != "" {
+			t.Fatalf("prefix %d plan is not a prefix of the full plan:\n%s", n, d)
+		}
+		for _, e := range pl.events {
+			if e.freed < lim.clearAtLeast {
+				t.Fatalf("event %+v frees less than clear_at_least", e)
+			}
+		}
+	}
+}
+
+// TestPlanPayback: with payback on, every event repays its cache cost
+// within the session's length so far, and short sessions see fewer events.
+func TestPlanPayback(t *testing.T) {
+	msgs := session(300, 200, 900)
+	lim := limits{trigger: 20_000, keepTokens: 5000, keepUses: 2, clearAtLeast: 5000}
+	p := newPlanner(1000, msgs)
+	free := p.run(msgs, lim)
+	lim.payback = 10
+	paid := p.run(msgs, lim)
+	if len(paid.events) == 0 || len(paid.events) >= len(free.events) {
+		t.Fatalf("events: %d with payback, %d without", len(paid.events), len(free.events))
+	}
+	c, th := 0, 0
+	for _, e := range paid.events {
+		from := c
+		if e.clearTo == c {
+			from = th
+		}
+		rewritten := e.after - p.size(from, c, min(th, from))
+		requests := e.at / 2 // one assistant message per round
+		if back := (1.25*float64(rewritten) - 0.1*float64(rewritten+e.freed)) / (0.1 * float64(e.freed)); back > float64(min(10, requests)) {
+			t.Errorf("event %+v repays after %.1f requests, session so far %d", e, back, requests)
+		}
+		c, th = e.clearTo, e.thinkTo
+	}
+}
+
+func TestPaysBack(t *testing.T) {
+	for _, tc := range []struct {
+		freed, rewritten, requests, payback int
+		want                                bool
+	}{
+		{1000, 1000, 11, 11, true},  // repays after 10.5 requests
+		{1000, 1000, 11, 10, false}, // not within 10
+		{1000, 1000, 10, 20, false}, // nor within the 10 requests made so far
+		{16000, 31800, 23, 10, false},
+		{40000, 31800, 23, 10, true},
+		{1, 1_000_000, 1, 0, true}, // rule off
+	} {
+		if got := paysBack(tc.freed, tc.rewritten, tc.requests, tc.payback); got != tc.want {
+			t.Errorf("paysBack(%d, %d, %d, %d) = %v", tc.freed, tc.rewritten, tc.requests, tc.payback, got)
+		}
+	}
+}
