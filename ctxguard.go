@@ -1,0 +1,293 @@
+// Package ctxguard keeps long-running LLM agent sessions inside their
+// context window and cheap by rewriting their requests on the wire.
+//
+// A Guard is built once from a config.Config. It rewrites Anthropic
+// Messages request bodies (Rewrite), serves as a local reverse proxy
+// (Handler), and plugs into Go HTTP clients and the official SDKs
+// (Transport, Middleware). The request path is visible in the packages it
+// uses: protocol adapter (anthropic) → conversation → passes
+// (pipeline, pass/...) → splice → upstream (proxy).
+//
+// A Guard is safe for concurrent use. Bodies passed to it are never
+// modified or retained after a call returns.
+package ctxguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass/compress"
+	"github.com/ctxguard/ctxguard/pass/persist"
+	"github.com/ctxguard/ctxguard/pipeline"
+	"github.com/ctxguard/ctxguard/proxy"
+	"github.com/ctxguard/ctxguard/session"
+	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/tokens"
+)
+
+// BypassHeader, set to 1 on a request, makes ctxguard forward it untouched.
+const BypassHeader = "X-Ctxguard-Bypass"
+
+// Guard rewrites requests. Build it with New.
+type Guard struct {
+	cfg    config.Config
+	log    *slog.Logger
+	models *model.Registry
+	store  store.Store
+	blobs  *store.Blobs
+	pipe   *pipeline.Pipeline
+
+	stats Stats
+}
+
+// Stats counts what a Guard did since it started. Safe for concurrent use.
+type Stats struct {
+	Requests  atomic.Int64 // Messages requests seen
+	Rewritten atomic.Int64 // requests whose body changed
+	Failed    atomic.Int64 // requests that failed open
+	Bypassed  atomic.Int64 // requests not parsed (bypass header, bad JSON, other shapes)
+	Events    atomic.Int64 // edit events
+}
+
+// Option adjusts a Guard at construction.
+type Option func(*Guard)
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(g *Guard) { g.log = l } }
+
+// WithStore replaces the embedded store (tests, replays, a shared store).
+func WithStore(s store.Store) Option { return func(g *Guard) { g.store = s } }
+
+// New validates cfg and builds a Guard. The embedded store is opened (and
+// created, private) under cfg.DataDir unless WithStore gave one.
+func New(cfg config.Config, opts ...Option) (*Guard, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	g := &Guard{cfg: cfg, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(g)
+	}
+	var err error
+	if g.models, err = model.NewRegistry(cfg.Models); err != nil {
+		return nil, err
+	}
+	if g.store == nil {
+		if g.store, err = store.OpenDir(cfg.DataDir, cfg.BlobTTL); err != nil {
+			return nil, err
+		}
+	}
+	g.blobs = &store.Blobs{Store: g.store}
+	if cfg.BlobAccess != "off" {
+		g.blobs.BaseURL = "http://" + cfg.Listen
+	}
+	g.pipe, err = Compile(cfg, g.blobs, g.log)
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Compile builds the pipeline cfg describes, in the order passes must run:
+// per-result compression first (it shortens a result the same way on every
+// request), then persistence of what is still too large (it stores the
+// original and previews the compressed text), then history clearing,
+// which replaces whole old results and so supersedes both.
+func Compile(cfg config.Config, blobs *store.Blobs, log *slog.Logger) (*pipeline.Pipeline, error) {
+	var passes []pipeline.Pass
+	if cfg.Compress.Enabled {
+		p, err := compress.New(cfg.Compress)
+		if err != nil {
+			return nil, err
+		}
+		passes = append(passes, p)
+	}
+	if cfg.Persist.Enabled {
+		p, err := persist.New(cfg.Persist, blobs)
+		if err != nil {
+			return nil, err
+		}
+		passes = append(passes, p)
+	}
+	if cfg.Clear.Enabled {
+		p, err := clear.New(cfg.Clear, blobs)
+		if err != nil {
+			return nil, err
+		}
+		passes = append(passes, p)
+	}
+	return pipeline.New(log, passes...), nil
+}
+
+// Config returns the configuration the Guard runs with.
+func (g *Guard) Config() config.Config { return g.cfg }
+
+// Stats returns the Guard's counters.
+func (g *Guard) Stats() *Stats { return &g.stats }
+
+// Store returns the Guard's store.
+func (g *Guard) Store() store.Store { return g.store }
+
+// Close releases the store.
+func (g *Guard) Close() error { return g.store.Close() }
+
+// Result is what Rewrite did to one request.
+type Result struct {
+	Body    []byte // the body to send (the input when unchanged)
+	Changed bool
+	Session string
+	Model   model.Info
+	// TokensBefore and TokensAfter are estimates of the prompt sent by
+	// the client and by ctxguard.
+	TokensBefore, TokensAfter int
+	Passes                    []pipeline.PassStat
+	Betas                     []string // anthropic-beta values to add
+	Event                     bool     // an edit event: history before the newest turn changed
+	// Skipped says why the body was not rewritten: "bypass", "invalid
+	// json", "not a messages request" or "dry run"; empty when it was.
+	Skipped string
+	// Err is a pass failure; the original body is kept (fail open).
+	Err error
+	ID  string // the failure's ID, also in the log line
+}
+
+// RewriteBody rewrites one Messages request body. h is the request's
+// header (may be nil). It never fails: on any problem the result carries
+// the original body.
+func (g *Guard) RewriteBody(ctx context.Context, h http.Header, body []byte) Result {
+	g.stats.Requests.Add(1)
+	res := Result{Body: body}
+	if h.Get(BypassHeader) == "1" {
+		g.stats.Bypassed.Add(1)
+		res.Skipped = "bypass"
+		return res
+	}
+	c, err := anthropic.Parse(body)
+	if err != nil {
+		g.stats.Bypassed.Add(1)
+		res.Skipped = "invalid json"
+		if errors.Is(err, anthropic.ErrShape) {
+			res.Skipped = "not a messages request"
+		}
+		res.Session = session.Key(h, nil)
+		g.log.Debug("not rewritten", "session", res.Session, "reason", err)
+		return res
+	}
+	res.Session = session.Key(h, c)
+	res.Model = g.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
+	req := &pipeline.Request{
+		Ctx: ctx, Conv: c, Session: res.Session,
+		Env: &pipeline.Env{Window: res.Model.Window, MaxOutput: res.Model.MaxOutput, Binding: res.Model.Binding},
+	}
+	out := g.pipe.Run(req)
+	res.Passes = out.Passes
+	res.TokensBefore = tokens.Estimate(body)
+	if out.Err != nil {
+		g.stats.Failed.Add(1)
+		res.ID = anthropic.NewErrorID()
+		res.Err = out.Err
+		res.TokensAfter = res.TokensBefore
+		g.log.Error("rewrite failed; forwarding the original body", "id", res.ID, "session", res.Session, "pass", out.FailedIn, "err", out.Err)
+		return res
+	}
+	for _, n := range out.Notes {
+		if n == "edit-event" {
+			res.Event = true
+		}
+	}
+	res.TokensAfter = tokens.Estimate(out.Body)
+	if g.cfg.DryRun {
+		res.Skipped = "dry run"
+		g.log.Info("dry run", "session", res.Session, "tokens_before", res.TokensBefore, "would_send", res.TokensAfter, "event", res.Event)
+		res.TokensAfter = res.TokensBefore
+		return res
+	}
+	res.Body, res.Changed, res.Betas = out.Body, out.Changed, out.Betas
+	if res.Changed {
+		g.stats.Rewritten.Add(1)
+	}
+	if res.Event {
+		g.stats.Events.Add(1)
+	}
+	return res
+}
+
+// Rewrite implements proxy.Rewriter.
+func (g *Guard) Rewrite(ctx context.Context, req *http.Request, body []byte) proxy.Outcome {
+	res := g.RewriteBody(ctx, req.Header, body)
+	hdr := http.Header{}
+	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(res.TokensBefore))
+	hdr.Set("X-Ctxguard-Tokens-After", strconv.Itoa(res.TokensAfter))
+	var applied []string
+	for _, p := range res.Passes {
+		if p.Edits > 0 {
+			applied = append(applied, p.Name)
+		}
+	}
+	if res.Changed {
+		hdr.Set("X-Ctxguard-Passes", strings.Join(applied, ","))
+	}
+	if res.Event {
+		hdr.Set("X-Ctxguard-Edit-Event", "1")
+	} else {
+		hdr.Set("X-Ctxguard-Edit-Event", "0")
+	}
+	if res.Skipped != "" {
+		hdr.Set("X-Ctxguard-Skipped", res.Skipped)
+	}
+	if res.Err != nil {
+		hdr.Set("X-Ctxguard-Error-Id", res.ID)
+	}
+	g.log.Debug("rewrite", "session", res.Session, "model", res.Model.ID, "changed", res.Changed,
+		"tokens_before", res.TokensBefore, "tokens_after", res.TokensAfter, "passes", applied, "event", res.Event)
+	return proxy.Outcome{Body: res.Body, AddBeta: res.Betas, RespHeader: hdr}
+}
+
+// Handler returns the reverse proxy: every request goes to the configured
+// upstream, Messages requests through the pipeline, and /ctxguard/ paths
+// are served locally (blob retrieval).
+func (g *Guard) Handler() (*proxy.Proxy, error) {
+	u, err := url.Parse(g.cfg.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %w", err)
+	}
+	return proxy.New(proxy.Options{
+		Upstream:   u,
+		MaxBody:    g.cfg.MaxBody,
+		Timeouts:   proxy.Timeouts{Dial: g.cfg.Timeouts.Dial, ResponseHeader: g.cfg.Timeouts.ResponseHeader, Idle: g.cfg.Timeouts.Idle},
+		Logger:     g.log,
+		Rewriter:   g,
+		Extra:      g.local(),
+		DumpBodies: g.cfg.Log.DumpBodies,
+	})
+}
+
+// Sweep removes expired blobs and records every interval until ctx ends.
+func (g *Guard) Sweep(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if n, err := g.store.Sweep(time.Now()); err != nil {
+			g.log.Warn("store sweep", "err", err)
+		} else if n > 0 {
+			g.log.Info("store sweep", "removed", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
