@@ -67,6 +67,9 @@ type Config struct {
 	// fewer than 4) on the last block before the cleared boundary, so
 	// the prefix before the next event stays cached.
 	CacheMarker bool `yaml:"cache_marker"`
+	// Trim drops whole cleared tool rounds instead of leaving stubs
+	// (Antigravity's tool-round trimming). Off by default.
+	Trim Trim `yaml:"trim"`
 }
 
 // Defaults returns the clearing configuration ctxguard ships with. The
@@ -76,16 +79,17 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		Enabled:      true,
-		Trigger:      model.Tokens(30_000),
-		KeepTokens:   model.Tokens(8_000),
-		KeepUses:     3,
-		ClearAtLeast: model.Tokens(10_000),
+		Trigger:      model.Tokens(20_000),
+		KeepTokens:   model.Tokens(4_000),
+		KeepUses:     2,
+		ClearAtLeast: model.Tokens(8_000),
 		Payback:      10,
 		Tools:        []string{"*"},
 		ClearInputs:  []string{"*"},
-		MinTokens:    40,
+		MinTokens:    30,
 		Thinking:     true,
 		CacheMarker:  true,
+		Trim:         Trim{KeepRounds: 5},
 	}
 }
 
@@ -97,7 +101,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
-	for name, v := range map[string]int{"keep_uses": c.KeepUses, "payback": c.Payback, "min_tokens": c.MinTokens} {
+	for name, v := range map[string]int{"keep_uses": c.KeepUses, "payback": c.Payback, "min_tokens": c.MinTokens, "trim.keep_rounds": c.Trim.KeepRounds} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%s: %d is negative", name, v))
 		}
@@ -111,6 +115,20 @@ func (c Config) Validate() error {
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
+}
+
+// Trim configures tool-round trimming. A tool round is an assistant
+// message that calls tools and the user message that answers it. With
+// trimming on, the rounds an event clears are dropped whole instead of
+// being left as stubs: each run of them becomes one assistant message
+// holding their text blocks (text that shared a message with a dropped
+// call is kept) and one user message with a note naming the blob that
+// holds the dropped messages. A run never spans two events, so a later
+// event never rewrites an earlier run. The newest KeepRounds rounds are
+// never dropped.
+type Trim struct {
+	Enabled    bool `yaml:"enabled"`
+	KeepRounds int  `yaml:"keep_rounds"`
 }
 
 // Pass is the compiled clearing pass. It is safe for concurrent use.

@@ -13,16 +13,31 @@ import (
 func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, error) {
 	c := r.Conv
 	var out []splice.Edit
-	for i, it := range a.items {
+	runs := p.trimRuns(c, pl)
+	trimmed := func(mi int) bool {
+		for _, rn := range runs {
+			if mi >= rn[0] && mi <= rn[1] {
+				return true
+			}
+		}
+		return false
+	}
+	for _, rn := range runs {
+		e, err := p.dropRun(r, rn[0], rn[1])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	first := len(runs) == 0
+	for _, it := range a.items {
 		if it.msg >= pl.clearTo {
 			break
 		}
+		if trimmed(it.msg) {
+			continue
+		}
 		b := &c.Messages[it.msg].Blocks[it.blk]
-		// The first cleared item of a session never changes (the cleared
-		// region only grows at its end), so it carries, once, the
-		// explanation of how to get a blob back; every other stub is
-		// short.
-		first := i == 0
 		var e splice.Edit
 		var err error
 		switch it.kind {
@@ -34,15 +49,22 @@ func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, 
 		if err != nil {
 			return nil, err
 		}
+		// The first stub of a session never changes (the cleared region
+		// only grows at its end), so it carries, once, the explanation of
+		// how to get a blob back; every other stub is short. (With
+		// trimming, every dropped run says it.)
+		first = false
 		out = append(out, e)
 	}
 	if p.cfg.Thinking {
 		for mi := 0; mi < pl.thinkTo; mi++ {
-			out = append(out, removeThinking(r, mi)...)
+			if !trimmed(mi) {
+				out = append(out, removeThinking(r, mi)...)
+			}
 		}
 	}
 	if to := markerBoundary(pl, len(c.Messages)); p.cfg.CacheMarker && to > 0 && c.CacheMarkers < 4 {
-		if e, ok := marker(c, to); ok {
+		if e, ok := marker(c, to, trimmed); ok {
 			out = append(out, e)
 		}
 	}
@@ -190,7 +212,7 @@ func markerBoundary(pl plan, n int) int {
 // marker returns the edit that puts a cache_control marker on the last
 // object block before message `to`, copying the client's own marker so TTLs
 // stay ordered as the client ordered them.
-func marker(c *conversation.Conversation, to int) (splice.Edit, bool) {
+func marker(c *conversation.Conversation, to int, trimmed func(int) bool) (splice.Edit, bool) {
 	mark := []byte(`"cache_control":{"type":"ephemeral"}`)
 	for mi := len(c.Messages) - 1; mi >= 0; mi-- {
 		for _, b := range c.Messages[mi].Blocks {
@@ -201,6 +223,9 @@ func marker(c *conversation.Conversation, to int) (splice.Edit, bool) {
 	}
 	for mi := to - 1; mi >= 0; mi-- {
 		m := &c.Messages[mi]
+		if trimmed(mi) {
+			return splice.Edit{}, false // the message is rewritten whole
+		}
 		if m.ContentString || m.Role == conversation.RoleAssistant {
 			continue // thinking there may be removed; strings cannot carry markers
 		}

@@ -1,0 +1,98 @@
+package clear
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/pipeline"
+	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/validate"
+)
+
+func TestTrim(t *testing.T) {
+	big := strings.Repeat("output line with some words in it\n", 120)
+	var rounds []round
+	for i := 0; i < 12; i++ {
+		rounds = append(rounds, round{"Bash", `{"command":"step"}`, big, "think"})
+	}
+	orig := build(`{"type":"adaptive"}`, rounds)
+	// Give one assistant message text next to its call: it must survive.
+	orig = []byte(strings.Replace(string(orig), `{"type":"tool_use","id":"toolu_001"`, `{"type":"text","text":"checking the build"},{"type":"tool_use","id":"toolu_001"`, 1))
+	cfg := testConfig()
+	cfg.Trim = Trim{Enabled: true, KeepRounds: 3}
+	st := store.NewMemory()
+	p, err := New(cfg, &store.Blobs{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := anthropic.Parse(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := planOf(t, cfg, orig)
+	runs := p.trimRuns(c, pl)
+	if len(runs) == 0 {
+		t.Fatalf("no runs; plan %+v", pl)
+	}
+	res := pipeline.New(nil, p).Run(&pipeline.Request{Conv: c})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if err := validate.Request(res.Body); err != nil {
+		t.Fatalf("trimmed request is invalid: %v", err)
+	}
+	var req struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(res.Body, &req); err != nil {
+		t.Fatal(err)
+	}
+	dropped := 0
+	for _, rn := range runs {
+		dropped += rn[1] - rn[0] + 1 - 2
+	}
+	if got, want := len(req.Messages), len(c.Messages)-dropped; got != want {
+		t.Errorf("%d messages, want %d", got, want)
+	}
+	body := string(res.Body)
+	if !strings.Contains(body, `"checking the build"`) {
+		t.Error("text next to a dropped call was lost")
+	}
+	if !strings.Contains(body, "[ctxguard dropped ") {
+		t.Error("no note")
+	}
+	// The newest KeepRounds rounds are intact.
+	for i := 9; i < 12; i++ {
+		if !strings.Contains(body, `"toolu_0`+string(rune('0'+i/10))+string(rune('0'+i%10))+`"`) {
+			t.Errorf("round %d dropped", i)
+		}
+	}
+	// The note's blob holds the dropped messages.
+	for _, rn := range runs {
+		raw := c.Bytes(pipelineSpan(c, rn))
+		k, _ := (&store.Blobs{Store: st}).KeepFrom(raw, func(r []byte) ([]byte, error) { return append(append([]byte{'['}, r...), ']'), nil })
+		rc, err := st.OpenBlob(k.ID)
+		if err != nil {
+			t.Fatalf("run %v: %v", rn, err)
+		}
+		b, _ := io.ReadAll(rc)
+		var msgs []json.RawMessage
+		if err := json.Unmarshal(b, &msgs); err != nil || len(msgs) != rn[1]-rn[0]+1 {
+			t.Errorf("blob of run %v: %d messages, %v", rn, len(msgs), err)
+		}
+		if !strings.Contains(body, "blob "+k.ID) {
+			t.Errorf("note does not name blob %s", k.ID)
+		}
+	}
+}
+
+func pipelineSpan(cv *conversation.Conversation, rn [2]int) pipeline.Span {
+	return pipeline.Span{Start: cv.Messages[rn[0]].Span.Start, End: cv.Messages[rn[1]].Span.End}
+}
