@@ -48,9 +48,14 @@ type Guard struct {
 	store  store.Store
 	blobs  *store.Blobs
 	pipe   *pipeline.Pipeline
+	calib  *tokens.Calibration
 
-	stats Stats
+	stats    Stats
+	sessions sessions
 }
+
+// calibrationKey is the store record holding the learned calibration.
+const calibrationKey = "calibration"
 
 // Stats counts what a Guard did since it started. Safe for concurrent use.
 type Stats struct {
@@ -59,6 +64,7 @@ type Stats struct {
 	Failed    atomic.Int64 // requests that failed open
 	Bypassed  atomic.Int64 // requests not parsed (bypass header, bad JSON, other shapes)
 	Events    atomic.Int64 // edit events
+	Observed  atomic.Int64 // usages fed to the calibration
 }
 
 // Option adjusts a Guard at construction.
@@ -96,6 +102,12 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 	g.pipe, err = Compile(cfg, g.blobs, g.log)
 	if err != nil {
 		return nil, err
+	}
+	g.calib = tokens.NewCalibration()
+	if b, err := g.store.Get(calibrationKey); err == nil {
+		if err := g.calib.UnmarshalJSON(b); err != nil {
+			g.log.Warn("ignoring a stored calibration that does not decode", "err", err)
+		}
 	}
 	return g, nil
 }
@@ -140,8 +152,36 @@ func (g *Guard) Stats() *Stats { return &g.stats }
 // Store returns the Guard's store.
 func (g *Guard) Store() store.Store { return g.store }
 
-// Close releases the store.
-func (g *Guard) Close() error { return g.store.Close() }
+// Calibration returns what the Guard learned of its estimator's error per
+// model, from the usage the API reported.
+func (g *Guard) Calibration() *tokens.Calibration { return g.calib }
+
+// Observe records the usage the API reported for a request whose body
+// ctxguard estimated at estimate tokens. It feeds the calibration, which
+// reports use; rewrite decisions never do (BRIEF principle 3).
+func (g *Guard) Observe(modelID string, estimate int, u anthropic.Usage) {
+	if g.calib.Observe(modelID, estimate, u.PromptTokens()) {
+		if g.stats.Observed.Add(1)%20 == 0 {
+			g.saveCalibration()
+		}
+	}
+}
+
+func (g *Guard) saveCalibration() {
+	b, err := g.calib.MarshalJSON()
+	if err == nil {
+		err = g.store.Put(calibrationKey, b)
+	}
+	if err != nil {
+		g.log.Warn("saving the calibration", "err", err)
+	}
+}
+
+// Close flushes what the Guard learned and releases the store.
+func (g *Guard) Close() error {
+	g.Flush()
+	return g.store.Close()
+}
 
 // Result is what Rewrite did to one request.
 type Result struct {
@@ -166,9 +206,10 @@ type Result struct {
 // RewriteBody rewrites one Messages request body. h is the request's
 // header (may be nil). It never fails: on any problem the result carries
 // the original body.
-func (g *Guard) RewriteBody(ctx context.Context, h http.Header, body []byte) Result {
+func (g *Guard) RewriteBody(ctx context.Context, h http.Header, body []byte) (res Result) {
 	g.stats.Requests.Add(1)
-	res := Result{Body: body}
+	res = Result{Body: body}
+	defer g.sessions.record(&res)
 	if h.Get(BypassHeader) == "1" {
 		g.stats.Bypassed.Add(1)
 		res.Skipped = "bypass"
@@ -250,9 +291,17 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, body []byte) pro
 	if res.Err != nil {
 		hdr.Set("X-Ctxguard-Error-Id", res.ID)
 	}
+	if res.Skipped == "" || res.Skipped == "dry run" {
+		hdr.Set("X-Ctxguard-Tokens-Calibrated", strconv.Itoa(g.calib.Adjust(res.Model.ID, res.TokensAfter)))
+	}
 	g.log.Debug("rewrite", "session", res.Session, "model", res.Model.ID, "changed", res.Changed,
 		"tokens_before", res.TokensBefore, "tokens_after", res.TokensAfter, "passes", applied, "event", res.Event)
-	return proxy.Outcome{Body: res.Body, AddBeta: res.Betas, RespHeader: hdr}
+	out := proxy.Outcome{Body: res.Body, AddBeta: res.Betas, RespHeader: hdr}
+	if res.Model.ID != "" {
+		id, est := res.Model.ID, res.TokensAfter
+		out.OnUsage = func(u anthropic.Usage) { g.Observe(id, est, u) }
+	}
+	return out
 }
 
 // Handler returns the reverse proxy: every request goes to the configured
@@ -279,6 +328,7 @@ func (g *Guard) Sweep(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
+		g.Flush()
 		if n, err := g.store.Sweep(time.Now()); err != nil {
 			g.log.Warn("store sweep", "err", err)
 		} else if n > 0 {

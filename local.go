@@ -16,36 +16,50 @@ import (
 //
 //	GET /ctxguard/v1/blobs/{id}   removed content, as text
 //	GET /ctxguard/v1/stats        counters, as JSON
+//	GET /ctxguard/v1/sessions     per-session statistics, as JSON
 //
-// Blobs are served to loopback clients only unless blob_access is "any",
-// and not at all when it is "off". Handlers return errors; anthropic.
-// WriteError renders them.
+// They are served to loopback clients only unless blob_access is "any",
+// and not at all when it is "off". Handlers return errors;
+// anthropic.WriteError renders them.
 func (g *Guard) local() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			if err := h(w, r); err != nil {
+			err := g.localAccess(r)
+			if err == nil {
+				err = h(w, r)
+			}
+			if err != nil {
 				anthropic.WriteError(r.Context(), w, g.log, err)
 			}
 		})
 	}
 	handle("GET /ctxguard/v1/blobs/{id}", g.serveBlob)
 	handle("GET /ctxguard/v1/stats", g.serveStats)
+	handle("GET /ctxguard/v1/sessions", func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		return json.NewEncoder(w).Encode(g.sessions.list())
+	})
 	handle("/", func(http.ResponseWriter, *http.Request) error {
 		return anthropic.Errorf(http.StatusNotFound, anthropic.NotFoundError, nil, "no such ctxguard endpoint")
 	})
 	return mux
 }
 
-func (g *Guard) serveBlob(w http.ResponseWriter, r *http.Request) error {
+// localAccess applies blob_access to every /ctxguard/ endpoint.
+func (g *Guard) localAccess(r *http.Request) error {
 	switch g.cfg.BlobAccess {
 	case "off":
-		return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, nil, "ctxguard: blob access is off")
+		return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, nil, "ctxguard: local endpoints are off (blob_access: off)")
 	case "loopback":
 		if !loopback(r.RemoteAddr) {
-			return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, nil, "ctxguard: blobs are served to loopback clients only")
+			return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, nil, "ctxguard: served to loopback clients only")
 		}
 	}
+	return nil
+}
+
+func (g *Guard) serveBlob(w http.ResponseWriter, r *http.Request) error {
 	id := strings.TrimSuffix(r.PathValue("id"), ".txt")
 	if !store.ValidID(id) {
 		return anthropic.Errorf(http.StatusBadRequest, anthropic.InvalidRequestError, nil, "ctxguard: invalid blob id")
@@ -72,7 +86,7 @@ func (g *Guard) serveStats(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(map[string]int64{
 		"requests": s.Requests.Load(), "rewritten": s.Rewritten.Load(), "failed": s.Failed.Load(),
-		"skipped": s.Bypassed.Load(), "events": s.Events.Load(),
+		"skipped": s.Bypassed.Load(), "events": s.Events.Load(), "usage_observed": s.Observed.Load(),
 	})
 }
 

@@ -175,7 +175,7 @@ func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange)
 	oc := p.rewrite(r, body)
 	x.rewrite = nowFunc().Sub(t0)
 	x.outcome = oc
-	addBeta(out.Header, oc.AddBeta)
+	anthropic.AddBeta(out.Header, oc.AddBeta)
 
 	if sameSlice(oc.Body, body) {
 		// Unchanged: forward exactly what the client sent.

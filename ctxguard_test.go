@@ -1,0 +1,340 @@
+package ctxguard
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
+	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/transcript"
+	"github.com/ctxguard/ctxguard/validate"
+)
+
+// allOff returns the defaults with every rule switched off.
+func allOff() config.Config {
+	c := config.Defaults()
+	c.Compress.Enabled = false
+	c.Persist.Enabled = false
+	c.Clear.Enabled = false
+	return c
+}
+
+func newGuard(t testing.TB, cfg config.Config, opts ...Option) *Guard {
+	t.Helper()
+	cfg.DataDir = t.TempDir()
+	g, err := New(cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// corpus returns the fidelity bodies and the request streams rebuilt from
+// the real sessions in transcript/testdata, by name.
+func corpus(t testing.TB) map[string][][]byte {
+	t.Helper()
+	out := map[string][][]byte{}
+	files, _ := filepath.Glob("testdata/fidelity/*.json")
+	files = append(files, "anthropic/testdata/claude-code-2.1.197-first.json")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[f] = [][]byte{b}
+	}
+	sessions, err := transcript.Load([]string{"transcript/testdata"}, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sessions {
+		b, err := transcript.NewBuilder(s, transcript.BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k < b.Len(); k++ {
+			r, err := b.Request(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[s.ID] = append(out[s.ID], r.Body)
+		}
+	}
+	if len(out) < 8 {
+		t.Fatalf("corpus has only %d entries", len(out))
+	}
+	return out
+}
+
+// TestFidelityAllOff: with every rule off the upstream body is the
+// client's, byte for byte (BRIEF principle 1).
+func TestFidelityAllOff(t *testing.T) {
+	g := newGuard(t, allOff())
+	for name, bodies := range corpus(t) {
+		for i, b := range bodies {
+			res := g.RewriteBody(context.Background(), nil, b)
+			if sha256.Sum256(res.Body) != sha256.Sum256(b) || res.Changed {
+				t.Errorf("%s request %d: body changed with every rule off", name, i)
+			}
+		}
+	}
+}
+
+// TestDefaultsValid: with the default rules every request of the corpus is
+// still a valid request, differing from the client's only where the rules
+// allow.
+func TestDefaultsValid(t *testing.T) {
+	opts := validate.Options{AllowInputEdits: true, AllowThinkingRemoval: true, AllowCacheMarkers: true, AllowTopLevel: []string{"thinking"}}
+	for name, bodies := range corpus(t) {
+		g := newGuard(t, config.Defaults(), WithStore(store.NewMemory()))
+		for i, b := range bodies {
+			res := g.RewriteBody(context.Background(), nil, b)
+			if res.Err != nil {
+				t.Fatalf("%s request %d: %v", name, i, res.Err)
+			}
+			if err := validate.Rewrite(b, res.Body, opts); err != nil {
+				t.Errorf("%s request %d: %v", name, i, err)
+			}
+		}
+	}
+}
+
+func TestSkipped(t *testing.T) {
+	g := newGuard(t, config.Defaults())
+	valid := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		body   []byte
+		want   string
+	}{
+		{"invalid json", nil, []byte(`{"messages":[`), "invalid json"},
+		{"not a messages request", nil, []byte(`{"prompt":"hi"}`), "not a messages request"},
+		{"bypass", http.Header{"X-Ctxguard-Bypass": {"1"}}, valid, "bypass"},
+	} {
+		res := g.RewriteBody(context.Background(), tc.header, tc.body)
+		if res.Skipped != tc.want || !bytes.Equal(res.Body, tc.body) {
+			t.Errorf("%s: skipped %q, body unchanged %v", tc.name, res.Skipped, bytes.Equal(res.Body, tc.body))
+		}
+	}
+}
+
+// bigResult is a request whose tool result compression shortens.
+func bigResult() []byte {
+	out := strings.Repeat("\x1b[32mok\x1b[0m line of test output\n", 2000)
+	q, _ := json.Marshal(out)
+	return []byte(`{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"run it"},` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"make"}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":` + string(q) + `}]}],"stream":true}`)
+}
+
+func TestDryRun(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.DryRun = true
+	g := newGuard(t, cfg)
+	b := bigResult()
+	res := g.RewriteBody(context.Background(), nil, b)
+	if res.Skipped != "dry run" || !bytes.Equal(res.Body, b) {
+		t.Errorf("dry run: skipped %q, unchanged %v", res.Skipped, bytes.Equal(res.Body, b))
+	}
+	live := newGuard(t, config.Defaults()).RewriteBody(context.Background(), nil, b)
+	if !live.Changed || len(live.Body) >= len(b) {
+		t.Fatal("the same body must be rewritten when not in dry run")
+	}
+}
+
+type failingStore struct{ store.Store }
+
+func (failingStore) PutBlob(string, []byte) error { return errors.New("disk full at /secret/path") }
+
+// TestFailOpen: a failing pass forwards the original body, is counted, and
+// is logged with an ID, without the body or the key in the log.
+func TestFailOpen(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	g := newGuard(t, config.Defaults(), WithStore(failingStore{store.NewMemory()}), WithLogger(log))
+	big := strings.Repeat("SECRET-CONTENT ", 5000) // over the persist threshold
+	q, _ := json.Marshal(big)
+	body := []byte(`{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":` + string(q) + `}]}]}`)
+	req := httptest.NewRequest("POST", "/v1/messages", nil)
+	req.Header.Set("X-Api-Key", "sk-ant-KEY123")
+	out := g.Rewrite(context.Background(), req, body)
+	if !bytes.Equal(out.Body, body) {
+		t.Fatal("failing rewrite did not forward the original body")
+	}
+	id := out.RespHeader.Get("X-Ctxguard-Error-Id")
+	if id == "" || g.Stats().Failed.Load() != 1 {
+		t.Fatalf("error id %q, failed %d", id, g.Stats().Failed.Load())
+	}
+	l := logs.String()
+	if !strings.Contains(l, id) || !strings.Contains(l, "persist") {
+		t.Errorf("log lacks the id or the pass:\n%s", l)
+	}
+	if strings.Contains(l, "SECRET-CONTENT") || strings.Contains(l, "KEY123") {
+		t.Errorf("log leaks the body or the key:\n%s", l)
+	}
+}
+
+// TestProxy runs the Guard's handler against a fake upstream: the big
+// result arrives compressed, headers report what happened, the blob and
+// stats endpoints answer loopback clients.
+func TestProxy(t *testing.T) {
+	up := anthropictest.NewServer(anthropictest.Options{})
+	defer up.Close()
+	cfg := config.Defaults()
+	cfg.Upstream = up.URL
+	g := newGuard(t, cfg)
+	h, err := g.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	b := bigResult()
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/messages?beta=true", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", "sk-ant-test")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("X-Ctxguard-Passes") != "compress" || res.Header.Get("X-Ctxguard-Edit-Event") != "0" {
+		t.Errorf("status %d, headers %v", res.StatusCode, res.Header)
+	}
+	if res.Header.Get("X-Ctxguard-Tokens-After") >= res.Header.Get("X-Ctxguard-Tokens-Before") && len(res.Header.Get("X-Ctxguard-Tokens-After")) >= len(res.Header.Get("X-Ctxguard-Tokens-Before")) {
+		t.Errorf("tokens before %s after %s", res.Header.Get("X-Ctxguard-Tokens-Before"), res.Header.Get("X-Ctxguard-Tokens-After"))
+	}
+	got := up.MessagesRequests()
+	if len(got) != 1 || len(got[0].Body) >= len(b) || bytes.Contains(got[0].Body, []byte(`\u001b[32m`)) {
+		t.Fatalf("upstream got %d requests, body %d bytes (sent %d)", len(got), len(got[0].Body), len(b))
+	}
+	if err := validate.Rewrite(b, got[0].Body, validate.Options{}); err != nil {
+		t.Error(err)
+	}
+	// The usage the upstream reported reaches the calibration (OnUsage
+	// runs just after the client has the whole answer).
+	for i := 0; i < 200 && g.Stats().Observed.Load() == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g.Stats().Observed.Load() != 1 {
+		t.Errorf("observed %d usages, want 1", g.Stats().Observed.Load())
+	}
+
+	// Local endpoints.
+	id := store.ID([]byte("kept text"))
+	g.Store().PutBlob(id, []byte("kept text"))
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/ctxguard/v1/blobs/" + id, 200, "kept text"},
+		{"/ctxguard/v1/blobs/" + id + ".txt", 200, "kept text"},
+		{"/ctxguard/v1/blobs/" + store.ID([]byte("other")), 404, "no such blob"},
+		{"/ctxguard/v1/blobs/..%2F..%2Fetc", 400, "invalid blob id"},
+		{"/ctxguard/v1/stats", 200, `"requests":1`},
+		{"/ctxguard/v1/sessions", 200, `"requests":1`},
+		{"/ctxguard/nope", 404, "not_found_error"},
+	} {
+		res, err := http.Get(srv.URL + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.status || !strings.Contains(string(body), tc.body) {
+			t.Errorf("GET %s: %d %s", tc.path, res.StatusCode, body)
+		}
+	}
+}
+
+func TestLocalAccess(t *testing.T) {
+	for _, tc := range []struct {
+		access, remote string
+		status         int
+	}{
+		{"loopback", "127.0.0.1:5000", 404},
+		{"loopback", "[::1]:5000", 404},
+		{"loopback", "192.168.1.7:5000", 403},
+		{"any", "192.168.1.7:5000", 404},
+		{"off", "127.0.0.1:5000", 403},
+	} {
+		cfg := config.Defaults()
+		cfg.BlobAccess = tc.access
+		g := newGuard(t, cfg)
+		r := httptest.NewRequest("GET", "/ctxguard/v1/blobs/"+store.ID([]byte("x")), nil)
+		r.RemoteAddr = tc.remote
+		w := httptest.NewRecorder()
+		g.local().ServeHTTP(w, r)
+		if w.Code != tc.status {
+			t.Errorf("%s from %s: %d, want %d", tc.access, tc.remote, w.Code, tc.status)
+		}
+	}
+}
+
+// TestTransport: the in-process middleware rewrites what a Go client sends.
+func TestTransport(t *testing.T) {
+	var mu sync.Mutex
+	var got []byte
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got, _ = io.ReadAll(r.Body)
+		mu.Unlock()
+		w.Write([]byte(`{}`))
+	}))
+	defer up.Close()
+	g := newGuard(t, config.Defaults())
+	client := &http.Client{Transport: g.Transport(nil)}
+	b := bigResult()
+	res, err := client.Post(up.URL+"/v1/messages", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if len(got) == 0 || len(got) >= len(b) {
+		t.Fatalf("upstream got %d bytes, client sent %d", len(got), len(b))
+	}
+	res, _ = client.Post(up.URL+"/v1/other", "application/json", bytes.NewReader(b))
+	res.Body.Close()
+	if !bytes.Equal(got, b) {
+		t.Error("a non-Messages path was rewritten")
+	}
+}
+
+// TestCalibrationPersists: usage reported by the API calibrates the
+// estimator, and a new Guard on the same store starts from it.
+func TestCalibrationPersists(t *testing.T) {
+	st := store.NewMemory()
+	g := newGuard(t, config.Defaults(), WithStore(st))
+	for i := 0; i < 10; i++ {
+		g.Observe("claude-sonnet-4-5", 10_000, anthropic.Usage{InputTokens: 1000, CacheReadInputTokens: 11_000})
+	}
+	f := g.Calibration().Factor("claude-sonnet-4-5")
+	if f < 1.1 || f > 1.3 {
+		t.Fatalf("factor %v, want about 1.2", f)
+	}
+	g.Flush()
+	g2 := newGuard(t, config.Defaults(), WithStore(st))
+	if f2 := g2.Calibration().Factor("claude-sonnet-4-5"); f2 != f {
+		t.Errorf("reloaded factor %v, want %v", f2, f)
+	}
+}

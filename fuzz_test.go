@@ -1,0 +1,57 @@
+package ctxguard
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/store"
+)
+
+// FuzzRewriteBody: whatever a client sends, the Guard never panics, with
+// every rule off it forwards the bytes unchanged, and with the defaults a
+// valid JSON body stays valid JSON and an invalid one is forwarded as it
+// came.
+func FuzzRewriteBody(f *testing.F) {
+	files, _ := filepath.Glob("testdata/fidelity/*.json")
+	for _, p := range files {
+		b, _ := os.ReadFile(p)
+		f.Add(b)
+	}
+	f.Add(bigResult())
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":"\u001b[1m"}]}]}`))
+	off := allOff()
+	off.DataDir = f.TempDir()
+	gOff, err := New(off, WithStore(store.NewMemory()))
+	if err != nil {
+		f.Fatal(err)
+	}
+	on := config.Defaults()
+	on.DataDir = f.TempDir()
+	on.Clear.Trigger.UnmarshalText([]byte("100"))
+	on.Clear.Payback = 0
+	gOn, err := New(on, WithStore(store.NewMemory()))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		orig := bytes.Clone(body)
+		if r := gOff.RewriteBody(context.Background(), nil, body); !bytes.Equal(r.Body, orig) {
+			t.Fatal("all rules off changed the body")
+		}
+		r := gOn.RewriteBody(context.Background(), nil, body)
+		if !bytes.Equal(body, orig) {
+			t.Fatal("input modified")
+		}
+		if json.Valid(orig) != json.Valid(r.Body) {
+			t.Fatalf("validity changed: %q -> %q", orig, r.Body)
+		}
+		if !json.Valid(orig) && !bytes.Equal(r.Body, orig) {
+			t.Fatal("invalid JSON was not forwarded untouched")
+		}
+	})
+}

@@ -1,0 +1,67 @@
+package ctxguard
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+)
+
+// Middleware rewrites Messages requests made through an HTTP client in
+// process, without the proxy. Its signature matches the official Go SDK's
+// option.Middleware, so it plugs in with one line:
+//
+//	client := anthropic.NewClient(option.WithMiddleware(
+//		func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+//			return guard.Middleware(r, next)
+//		}))
+//
+// Requests other than POST .../v1/messages pass through untouched; so does
+// any request whose body cannot be read or rewritten (fail open).
+func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/v1/messages") || req.Body == nil || req.Body == http.NoBody {
+		return next(req)
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, g.cfg.MaxBody+1))
+	req.Body.Close()
+	if err != nil || int64(len(body)) > g.cfg.MaxBody || req.Header.Get("Content-Encoding") != "" {
+		// Give the client back exactly what it had.
+		req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
+		return next(req)
+	}
+	res := g.RewriteBody(req.Context(), req.Header, body)
+	out := req.Clone(req.Context())
+	out.Body = io.NopCloser(bytes.NewReader(res.Body))
+	out.ContentLength = int64(len(res.Body))
+	out.Header.Set("Content-Length", strconv.Itoa(len(res.Body)))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(res.Body)), nil }
+	anthropic.AddBeta(out.Header, res.Betas)
+	return next(out)
+}
+
+// errReader returns err (or EOF) once the body's bytes are read.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	return 0, io.EOF
+}
+
+// Transport returns an http.RoundTripper that rewrites Messages requests
+// and sends everything through base (http.DefaultTransport when nil), for
+// any Go HTTP client.
+func (g *Guard) Transport(base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return roundTripper(func(r *http.Request) (*http.Response, error) { return g.Middleware(r, base.RoundTrip) })
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

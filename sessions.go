@@ -1,0 +1,117 @@
+package ctxguard
+
+import (
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+)
+
+// SessionStats is what ctxguard did to one agent session. It is kept in
+// memory, written to the store (record "session/<key>") by Flush, and
+// served at /ctxguard/v1/sessions. Nothing a rewrite decides depends on it.
+type SessionStats struct {
+	Key          string    `json:"key"`
+	Model        string    `json:"model,omitempty"`
+	Requests     int       `json:"requests"`
+	Rewritten    int       `json:"rewritten"`
+	Events       int       `json:"events"`
+	Failed       int       `json:"failed"`
+	TokensBefore int64     `json:"tokens_before"`
+	TokensAfter  int64     `json:"tokens_after"`
+	LastSeen     time.Time `json:"last_seen"`
+}
+
+// sessions tracks SessionStats for the most recently seen sessions.
+type sessions struct {
+	mu    sync.Mutex
+	m     map[string]*SessionStats
+	dirty map[string]bool
+}
+
+// maxSessions bounds memory; the least recently seen go first.
+const maxSessions = 10_000
+
+func (s *sessions) record(res *Result) {
+	if res.Session == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m, s.dirty = map[string]*SessionStats{}, map[string]bool{}
+	}
+	st := s.m[res.Session]
+	if st == nil {
+		if len(s.m) >= maxSessions {
+			s.evictLocked()
+		}
+		st = &SessionStats{Key: res.Session}
+		s.m[res.Session] = st
+	}
+	st.Requests++
+	st.Model = res.Model.ID
+	st.TokensBefore += int64(res.TokensBefore)
+	st.TokensAfter += int64(res.TokensAfter)
+	if res.Changed {
+		st.Rewritten++
+	}
+	if res.Event {
+		st.Events++
+	}
+	if res.Err != nil {
+		st.Failed++
+	}
+	st.LastSeen = time.Now().UTC().Truncate(time.Second)
+	s.dirty[res.Session] = true
+}
+
+func (s *sessions) evictLocked() {
+	var oldest string
+	var t time.Time
+	for k, v := range s.m {
+		if oldest == "" || v.LastSeen.Before(t) {
+			oldest, t = k, v.LastSeen
+		}
+	}
+	delete(s.m, oldest)
+	delete(s.dirty, oldest)
+}
+
+// list returns copies of the stats, most recent first.
+func (s *sessions) list() []SessionStats {
+	s.mu.Lock()
+	out := make([]SessionStats, 0, len(s.m))
+	for _, v := range s.m {
+		out = append(out, *v)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].LastSeen.Equal(out[j].LastSeen) {
+			return out[i].LastSeen.After(out[j].LastSeen)
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// Flush writes the stats of sessions that changed since the last flush,
+// and the calibration, to the store.
+func (g *Guard) Flush() {
+	s := &g.sessions
+	s.mu.Lock()
+	var todo []SessionStats
+	for k := range s.dirty {
+		todo = append(todo, *s.m[k])
+	}
+	clear(s.dirty)
+	s.mu.Unlock()
+	for _, st := range todo {
+		b, _ := json.Marshal(st)
+		if err := g.store.Put("session/"+st.Key, b); err != nil {
+			g.log.Warn("saving session stats", "err", err)
+			return
+		}
+	}
+	g.saveCalibration()
+}
