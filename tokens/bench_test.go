@@ -21,4 +21,3 @@ func BenchmarkEstimateBlock(b *testing.B) {
 		Estimate(blk)
 	}
 }
-
