@@ -226,6 +226,7 @@ func (g *Guard) RewriteBody(ctx context.Context, h http.Header, body []byte) (re
 		g.log.Debug("not rewritten", "session", res.Session, "reason", err)
 		return res
 	}
+	defer c.Release() // nothing below keeps it past the pipeline
 	res.Session = session.Key(h, c)
 	res.Model = g.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
 	req := &pipeline.Request{
@@ -248,7 +249,11 @@ func (g *Guard) RewriteBody(ctx context.Context, h http.Header, body []byte) (re
 			res.Event = true
 		}
 	}
-	res.TokensAfter = tokens.Estimate(out.Body)
+	// The estimate of what is sent follows from the edits alone.
+	res.TokensAfter = res.TokensBefore
+	for _, e := range out.Edits {
+		res.TokensAfter += tokens.Estimate(e.Repl) - tokens.Estimate(e.Span.Bytes(body))
+	}
 	if g.cfg.DryRun {
 		res.Skipped = "dry run"
 		g.log.Info("dry run", "session", res.Session, "tokens_before", res.TokensBefore, "would_send", res.TokensAfter, "event", res.Event)

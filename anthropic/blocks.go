@@ -32,10 +32,9 @@ func (p *parser) messages(v int) (int, error) {
 		p.msgs, p.ranges, p.blocks, p.parts, p.pranges = p.msgs[:0], p.ranges[:0], p.blocks[:0], p.parts[:0], p.pranges[:0]
 	}
 	p.sawMessages = true
-	if p.blocks == nil {
+	if n := len(p.b)/400 + 8; cap(p.blocks) < n {
 		// About one block per 400 bytes in Claude Code sessions: size the
 		// arrays once instead of growing them a dozen times.
-		n := len(p.b)/400 + 8
 		p.blocks = make([]conversation.Block, 0, n)
 		p.pranges = make([][2]int, 0, n)
 		p.parts = make([]conversation.Part, 0, n/2)

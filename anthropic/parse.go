@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
@@ -31,9 +33,33 @@ func shapeErr(off int, msg string) error {
 // validates the whole body as encoding/json would (a *jsonscan.SyntaxError
 // otherwise) and checks the shape it relies on (ErrShape otherwise). The
 // result aliases body, which must not change while the result is in use.
+//
+// Call the result's Release when done with it to let the next Parse reuse
+// its memory.
 func Parse(body []byte) (*conv, error) {
-	p := parser{b: body}
-	return p.parse()
+	p := parsers.Get().(*parser)
+	p.reset(body)
+	c, err := p.parse()
+	if err != nil {
+		parsers.Put(p)
+		return nil, err
+	}
+	c.OnRelease(func() { parsers.Put(p) })
+	return c, nil
+}
+
+// parsers holds parsers with their arrays, so a request's Parse reuses the
+// memory of an earlier, released one instead of allocating and clearing
+// about as many bytes as the body holds.
+var parsers = sync.Pool{New: func() any { return new(parser) }}
+
+// reset readies p for body, keeping the capacity of its arrays.
+func (p *parser) reset(body []byte) {
+	*p = parser{
+		b:      body,
+		blocks: p.blocks[:0], parts: p.parts[:0], msgs: p.msgs[:0], ranges: p.ranges[:0], pranges: p.pranges[:0],
+		out: p.out[:0],
+	}
 }
 
 type parser struct {
@@ -47,6 +73,7 @@ type parser struct {
 	blocks  []conversation.Block
 	parts   []conversation.Part
 	msgs    []conversation.Message
+	out     []conversation.Message // the Messages slice handed out, reused across parses
 	// per message: index range into blocks
 	ranges [][2]int
 	// per block: index range into parts
@@ -132,11 +159,12 @@ func (p *parser) parse() (*conv, error) {
 		r := p.pranges[i]
 		p.blocks[i].Parts = p.parts[r[0]:r[1]:r[1]]
 	}
-	p.c.Messages = make([]conversation.Message, len(p.ranges))
+	p.out = slices.Grow(p.out[:0], len(p.ranges))[:len(p.ranges)]
 	for i, r := range p.ranges {
-		p.c.Messages[i] = p.msgs[i]
-		p.c.Messages[i].Blocks = p.blocks[r[0]:r[1]:r[1]]
+		p.out[i] = p.msgs[i]
+		p.out[i].Blocks = p.blocks[r[0]:r[1]:r[1]]
 	}
+	p.c.Messages = p.out
 	p.pair()
 	return &p.c, nil
 }

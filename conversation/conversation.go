@@ -83,6 +83,23 @@ type Conversation struct {
 	Thinking          Member
 	ContextManagement Member
 	Metadata          Member
+
+	release func()
+}
+
+// OnRelease sets what Release does; adapters use it to take back the
+// memory a Conversation holds.
+func (c *Conversation) OnRelease(f func()) { c.release = f }
+
+// Release hands the Conversation's memory back to the adapter that built
+// it, for the next request. Neither the Conversation nor any slice taken
+// from it (Messages, Blocks, Parts) may be used afterwards. Calling it is
+// optional; a Conversation never released is collected as usual.
+func (c *Conversation) Release() {
+	if f := c.release; f != nil {
+		c.release = nil
+		f()
+	}
 }
 
 // Member is a top-level key/value pair. Whole spans from the key's opening

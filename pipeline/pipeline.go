@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -80,25 +81,16 @@ func (r *Request) AddBeta(b string) {
 // x-ctxguard-* response headers. Notes never contain request content.
 func (r *Request) Note(s string) { r.notes = append(r.notes, s) }
 
-// removal is a block or message a pass removed; it is widened to take its
-// separator with it when the edits are finalized.
-type removal struct {
-	parent Span   // the array holding the element
-	elems  []Span // all elements of that array, in order
-	index  int
-}
+// removal is a block a pass removed; it is widened to take its separator
+// with it when the edits are finalized.
+type removal struct{ msg, block int }
 
 // RemoveBlock returns the edit that removes block bi of message mi. The
 // pipeline widens it to take a comma with it. A pass must not remove every
 // block of a message; it removes the message instead.
 func (r *Request) RemoveBlock(mi, bi int) splice.Edit {
-	m := &r.Conv.Messages[mi]
-	elems := make([]Span, len(m.Blocks))
-	for i := range m.Blocks {
-		elems[i] = m.Blocks[i].Span
-	}
-	r.removals = append(r.removals, removal{parent: m.Content, elems: elems, index: bi})
-	return splice.Edit{Span: elems[bi]}
+	r.removals = append(r.removals, removal{mi, bi})
+	return splice.Edit{Span: r.Conv.Messages[mi].Blocks[bi].Span}
 }
 
 // PassStat is what one pass did to one request.
@@ -115,6 +107,9 @@ type Result struct {
 	Passes  []PassStat
 	Betas   []string // values to add to the anthropic-beta header
 	Notes   []string
+	// Edits are the applied edits, in body order, with spans in the
+	// original body. They alias the request's state.
+	Edits []splice.Edit
 	// Err is set when a pass failed and the original body was kept.
 	Err      error
 	FailedIn string // the pass that failed
@@ -183,6 +178,7 @@ func (p *Pipeline) Run(r *Request) (res Result) {
 	}
 	res.Body = out
 	res.Changed = r.edits.Len() > 0
+	res.Edits = r.edits.Edits()
 	res.Betas = r.betas
 	res.Notes = r.notes
 	return res
@@ -200,10 +196,8 @@ func (p *Pipeline) runPass(ps Pass, r *Request) (st PassStat, err error) {
 		return st, err
 	}
 	before := r.edits.Size(r.Conv.Body)
-	for _, e := range edits {
-		if err := r.edits.Add(e); err != nil {
-			return st, err
-		}
+	if err := r.edits.AddAll(edits); err != nil {
+		return st, err
 	}
 	st.Edits = len(edits)
 	st.Saved = before - r.edits.Size(r.Conv.Body)
@@ -211,50 +205,46 @@ func (p *Pipeline) runPass(ps Pass, r *Request) (st PassStat, err error) {
 }
 
 // finalize widens removals so each takes one separator with it. Runs of
-// adjacent removed elements in one array are merged into one edit.
+// adjacent removed blocks in one message are merged into one edit.
 func (r *Request) finalize() error {
 	if len(r.removals) == 0 {
 		return nil
 	}
-	// Group by parent array; removals of one array are usually together.
-	byParent := map[Span][]removal{}
-	var order []Span
-	for _, x := range r.removals {
-		if _, ok := byParent[x.parent]; !ok {
-			order = append(order, x.parent)
+	rm := r.removals
+	slices.SortFunc(rm, func(a, b removal) int {
+		if a.msg != b.msg {
+			return a.msg - b.msg
 		}
-		byParent[x.parent] = append(byParent[x.parent], x)
-	}
-	for _, parent := range order {
-		rs := byParent[parent]
-		elems := rs[0].elems
-		gone := make([]bool, len(elems))
-		for _, x := range rs {
-			gone[x.index] = true
+		return a.block - b.block
+	})
+	rm = slices.Compact(rm)
+	var widened []splice.Edit
+	for len(rm) > 0 {
+		mi := rm[0].msg
+		n := 1
+		for n < len(rm) && rm[n].msg == mi {
+			n++
 		}
-		for i := 0; i < len(elems); {
-			if !gone[i] {
-				i++
-				continue
-			}
-			j := i
-			for j+1 < len(elems) && gone[j+1] {
+		blocks := r.Conv.Messages[mi].Blocks
+		for k := 0; k < n; {
+			i, j := rm[k].block, rm[k].block
+			for k+1 < n && rm[k+1].block == j+1 {
+				k++
 				j++
 			}
+			k++
 			var sp Span
 			switch {
-			case j+1 < len(elems):
-				sp = Span{Start: elems[i].Start, End: elems[j+1].Start}
+			case j+1 < len(blocks):
+				sp = Span{Start: blocks[i].Span.Start, End: blocks[j+1].Span.Start}
 			case i > 0:
-				sp = Span{Start: elems[i-1].End, End: elems[j].End}
+				sp = Span{Start: blocks[i-1].Span.End, End: blocks[j].Span.End}
 			default:
-				return fmt.Errorf("removal of every element of the array at %d", parent.Start)
+				return fmt.Errorf("removal of every block of message %d", mi)
 			}
-			if err := r.edits.Add(splice.Edit{Span: sp}); err != nil {
-				return err
-			}
-			i = j + 1
+			widened = append(widened, splice.Edit{Span: sp})
 		}
+		rm = rm[n:]
 	}
-	return nil
+	return r.edits.AddAll(widened)
 }

@@ -64,6 +64,62 @@ func (s *Set) Add(e Edit) error {
 	return nil
 }
 
+// AddAll adds a batch of edits, as if by Add one at a time in span order,
+// in O((n+m) log m) for n present and m new edits. The new edits must not
+// overlap one another. On error the set is unchanged.
+func (s *Set) AddAll(edits []Edit) error {
+	if len(edits) == 0 {
+		return nil
+	}
+	add := slices.Clone(edits)
+	slices.SortStableFunc(add, compare)
+	for i, e := range add {
+		if e.Span.Start < 0 || e.Span.Start > e.Span.End {
+			return fmt.Errorf("splice: invalid span [%d,%d)", e.Span.Start, e.Span.End)
+		}
+		if i > 0 && relate(e.Span, add[i-1].Span) != disjoint {
+			p := add[i-1].Span
+			return fmt.Errorf("splice: edits [%d,%d) and [%d,%d) of one batch overlap", p.Start, p.End, e.Span.Start, e.Span.End)
+		}
+	}
+	// Sorted, non-overlapping edits have non-decreasing ends too, so the
+	// new edits that can touch an existing one form a window that only
+	// moves forward.
+	kept := make([]Edit, 0, len(s.edits)+len(add))
+	j := 0
+	for _, x := range s.edits {
+		for j < len(add) && add[j].Span.End < x.Span.Start {
+			j++
+		}
+		covered := false
+		for k := j; k < len(add) && add[k].Span.Start <= x.Span.End; k++ {
+			switch relate(add[k].Span, x.Span) {
+			case covers:
+				covered = true
+			case conflict:
+				e := add[k].Span
+				return fmt.Errorf("splice: edit [%d,%d) conflicts with edit [%d,%d)", e.Start, e.End, x.Span.Start, x.Span.End)
+			}
+		}
+		if !covered {
+			kept = append(kept, x)
+		}
+	}
+	out := make([]Edit, 0, len(kept)+len(add))
+	i, k := 0, 0
+	for i < len(kept) || k < len(add) {
+		if k == len(add) || (i < len(kept) && compare(kept[i], add[k]) <= 0) {
+			out = append(out, kept[i])
+			i++
+		} else {
+			out = append(out, add[k])
+			k++
+		}
+	}
+	s.edits = out
+	return nil
+}
+
 func compare(a, b Edit) int {
 	if a.Span.Start != b.Span.Start {
 		return a.Span.Start - b.Span.Start

@@ -89,3 +89,63 @@ func TestCurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestAddAllMatchesAdd: adding a batch gives what adding its edits one by
+// one in span order gives, for random sets.
+func TestAddAllMatchesAdd(t *testing.T) {
+	body := make([]byte, 200)
+	for i := range body {
+		body[i] = byte('a' + i%26)
+	}
+	rng := uint64(1)
+	next := func(n int) int { rng = rng*6364136223846793005 + 1442695040888963407; return int(rng>>33) % n }
+	for round := 0; round < 2000; round++ {
+		var base, one Set
+		for i := 0; i < 6; i++ {
+			a := next(190)
+			e := Edit{Span: sp(a, a+next(10)), Repl: []byte{'X'}}
+			if base.Add(e) == nil {
+				one.Add(e)
+			}
+		}
+		var batch []Edit
+		last := 0
+		for i := 0; i < 5 && last < 195; i++ {
+			a := last + next(40)
+			if a > 200 {
+				break
+			}
+			b := min(a+next(30), 200)
+			batch = append(batch, Edit{Span: sp(a, b), Repl: []byte{'Y', byte('0' + i)}})
+			last = b + 1
+		}
+		errAll := base.AddAll(batch)
+		var errOne error
+		for _, e := range batch {
+			if errOne = one.Add(e); errOne != nil {
+				break
+			}
+		}
+		if (errAll != nil) != (errOne != nil) {
+			t.Fatalf("round %d: AddAll err %v, Add err %v", round, errAll, errOne)
+		}
+		if errAll != nil {
+			continue
+		}
+		a, _ := base.Apply(body)
+		b, _ := one.Apply(body)
+		if string(a) != string(b) {
+			t.Fatalf("round %d: AddAll %q, Add %q", round, a, b)
+		}
+	}
+}
+
+func TestAddAllOverlapInBatch(t *testing.T) {
+	var s Set
+	if s.AddAll([]Edit{{Span: sp(1, 4)}, {Span: sp(3, 5)}}) == nil {
+		t.Error("overlapping batch accepted")
+	}
+	if s.Len() != 0 {
+		t.Error("failed batch changed the set")
+	}
+}

@@ -135,6 +135,8 @@ type Trim struct {
 type Pass struct {
 	cfg   Config
 	blobs *store.Blobs
+	memo  memo // rendered stubs, so a repeat costs one hash
+	tools toolRules
 }
 
 // New compiles cfg. blobs receives every cleared item.
@@ -145,7 +147,12 @@ func New(cfg Config, blobs *store.Blobs) (*Pass, error) {
 	if blobs == nil {
 		return nil, fmt.Errorf("clear: no blob store")
 	}
-	return &Pass{cfg: cfg, blobs: blobs}, nil
+	p := &Pass{cfg: cfg, blobs: blobs}
+	p.tools.decide = func(name string) toolRule {
+		excl := match(cfg.ExcludeTools, name)
+		return toolRule{result: match(cfg.Tools, name) && !excl, input: match(cfg.ClearInputs, name) && !excl}
+	}
+	return p, nil
 }
 
 // limits resolves the configured amounts for the request's model.
@@ -211,7 +218,7 @@ func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
 	}
 	var err error
 	// Everything outside messages: system, tools and the other fields.
-	a.base = tokens.Estimate(c.Body) - tokens.Estimate(c.Bytes(c.List))
+	a.base = tokens.Estimate(c.Body[:c.List.Start]) + tokens.Estimate(c.Body[c.List.End:])
 	for mi := range c.Messages {
 		m := &c.Messages[mi]
 		mc := &a.costs[mi]
@@ -266,16 +273,14 @@ func (p *Pass) clearsResult(c *conversation.Conversation, b *conversation.Block,
 	if t < p.cfg.MinTokens || b.Call[0] < 0 {
 		return false
 	}
-	name := c.ToolName(b)
-	return match(p.cfg.Tools, name) && !match(p.cfg.ExcludeTools, name)
+	return p.tools.of(c, b).result
 }
 
 func (p *Pass) clearsInput(c *conversation.Conversation, b *conversation.Block, t int) bool {
 	if t < p.cfg.MinTokens || jsonscan.KindOf(c.Body, b.Input) != jsonscan.Object {
 		return false
 	}
-	name := c.ToolName(b)
-	return match(p.cfg.ClearInputs, name) && !match(p.cfg.ExcludeTools, name)
+	return p.tools.of(c, b).input
 }
 
 // Run implements pipeline.Pass.

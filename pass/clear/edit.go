@@ -75,12 +75,17 @@ func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, 
 // the size, and where the full text is kept.
 func (p *Pass) resultStub(r *pipeline.Request, b *conversation.Block, first bool) (splice.Edit, error) {
 	c := r.Conv
+	key := p.memo.key(c.Bytes(b.Content), 'r', first, c.Bytes(b.Name))
+	if repl, ok := p.memo.get(key); ok {
+		return splice.Edit{Span: b.Content, Repl: repl}, nil
+	}
 	k, err := p.blobs.KeepFrom(c.Bytes(b.Content), func([]byte) ([]byte, error) { return resultText(c, b) })
 	if err != nil {
 		return splice.Edit{}, err
 	}
-	stub := p.stub(c.ToolName(b)+" result, ", k, first)
-	return splice.Edit{Span: b.Content, Repl: jsonscan.AppendQuote(nil, stub)}, nil
+	repl := jsonscan.AppendQuote(nil, p.stub(c.ToolName(b)+" result, ", k, first))
+	p.memo.put(key, repl)
+	return splice.Edit{Span: b.Content, Repl: repl}, nil
 }
 
 // stub renders the text that replaces a cleared item.
@@ -125,6 +130,10 @@ const inputFieldMin = 200
 // with a stub and keeping the small ones (file paths, flags) verbatim.
 func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool) (splice.Edit, error) {
 	c := r.Conv
+	key := p.memo.key(c.Bytes(b.Input), 'i', first, nil)
+	if repl, ok := p.memo.get(key); ok {
+		return splice.Edit{Span: b.Input, Repl: repl}, nil
+	}
 	body := c.Body
 	var out []byte
 	out = append(out, '{')
@@ -160,6 +169,7 @@ func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool)
 		return splice.Edit{}, err
 	}
 	out = append(out, '}')
+	p.memo.put(key, out)
 	return splice.Edit{Span: b.Input, Repl: out}, nil
 }
 

@@ -106,37 +106,52 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 	var cands []candidate
 	for mi := range c.Messages {
 		m := &c.Messages[mi]
+		// A JSON string holds at least as many bytes as its text has
+		// characters, so a message whose results are small in bytes needs
+		// no closer look: most of them, on every request.
+		rawTotal, rawMax := 0, 0
+		for bi := range m.Blocks {
+			if b := &m.Blocks[bi]; b.Kind == conversation.ToolResult {
+				for _, pt := range b.Parts {
+					if pt.Kind == conversation.Text {
+						rawTotal += pt.Text.Len()
+						rawMax = max(rawMax, pt.Text.Len())
+					}
+				}
+			}
+		}
+		if rawMax <= p.cfg.Threshold && (p.cfg.MessageBudget == 0 || rawTotal <= p.cfg.MessageBudget) {
+			continue
+		}
 		cands = cands[:0]
 		total := 0
 		for bi := range m.Blocks {
 			b := &m.Blocks[bi]
-			if b.Kind != conversation.ToolResult || p.excluded(c, b) {
+			if b.Kind != conversation.ToolResult {
 				continue
 			}
+			excluded := len(p.cfg.ExcludeTools) > 0 && p.excluded(c, b)
 			for _, pt := range b.Parts {
 				if pt.Kind != conversation.Text {
-					continue
-				}
-				// A JSON string holds at least as many bytes as its text
-				// has characters, so short ones are skipped undecoded.
-				if pt.Text.Len() <= p.cfg.Preview {
-					total += pt.Text.Len()
 					continue
 				}
 				cur, err := r.Current(pt.Text)
 				if err != nil {
 					return nil, err
 				}
-				n, err := chars(cur)
-				if err != nil {
-					return nil, err
+				n := len(cur)
+				if n > p.cfg.Preview {
+					if n, err = chars(cur); err != nil {
+						return nil, err
+					}
 				}
 				total += n
-				cands = append(cands, candidate{blk: b, part: pt, chars: n})
+				if !excluded && n > p.cfg.Preview {
+					cands = append(cands, candidate{blk: b, part: pt, chars: n})
+				}
 			}
 		}
-		chosen := p.choose(cands, total)
-		for _, cd := range chosen {
+		for _, cd := range p.choose(cands, total) {
 			e, err := p.persist(r, cd)
 			if err != nil {
 				return nil, err

@@ -1,0 +1,87 @@
+package clear
+
+import (
+	"bytes"
+	"hash/maphash"
+	"sync"
+
+	"github.com/ctxguard/ctxguard/conversation"
+)
+
+// memo remembers rendered stubs for the life of the process, keyed by a
+// fast hash of what they replace: every request of a session re-sends the
+// cleared items, and rendering a stub (a hash for the blob id, a store
+// write) should happen once. A stub is a function of its key's inputs, so
+// the memo never changes an output. The stored slices are shared and
+// never modified (splice copies them). Safe for concurrent use; bounded.
+type memo struct {
+	once sync.Once
+	seed maphash.Seed
+	mu   sync.Mutex
+	m    map[uint64][]byte
+}
+
+const maxMemo = 1 << 16
+
+func (m *memo) key(raw []byte, kind byte, first bool, name []byte) uint64 {
+	m.once.Do(func() { m.seed = maphash.MakeSeed(); m.m = map[uint64][]byte{} })
+	var h maphash.Hash
+	h.SetSeed(m.seed)
+	h.Write(raw)
+	h.WriteByte(kind)
+	if first {
+		h.WriteByte(1)
+	}
+	h.Write(name)
+	return h.Sum64() ^ uint64(len(raw))
+}
+
+func (m *memo) get(k uint64) ([]byte, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.m[k]
+	return b, ok
+}
+
+func (m *memo) put(k uint64, b []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.m) >= maxMemo {
+		clear(m.m)
+	}
+	m.m[k] = b
+}
+
+// toolRule is what the configuration says of one tool.
+type toolRule struct{ result, input bool }
+
+// toolRules caches toolRule by tool name, so matching the globs costs a
+// map lookup on the raw name bytes, without allocating, for every block of
+// every request. Safe for concurrent use; bounded.
+type toolRules struct {
+	decide func(name string) toolRule
+	mu     sync.Mutex
+	m      map[string]toolRule
+}
+
+func (t *toolRules) of(c *conversation.Conversation, b *conversation.Block) toolRule {
+	raw := c.Bytes(b.Name)
+	if len(raw) < 2 || bytes.IndexByte(raw, '\\') >= 0 {
+		return t.decide(c.ToolName(b)) // escaped or absent: decode, uncached
+	}
+	raw = raw[1 : len(raw)-1]
+	t.mu.Lock()
+	r, ok := t.m[string(raw)]
+	t.mu.Unlock()
+	if ok {
+		return r
+	}
+	r = t.decide(string(raw))
+	t.mu.Lock()
+	if t.m == nil || len(t.m) >= 4096 {
+		t.m = map[string]toolRule{}
+	}
+	t.m[string(raw)] = r
+	t.mu.Unlock()
+	return r
+}
