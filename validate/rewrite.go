@@ -26,6 +26,7 @@ type differ struct {
 	msgsO, msgsR span     // the messages arrays, when the top level was walked that far
 	matchOf      []int    // original message -> rewritten message, or -1
 	kept         [][]bool // original message -> block -> still present
+	usedKeys     map[string]bool
 }
 
 func newDiffer(o, r *conv, opts Options, ps *problems) *differ {
@@ -327,6 +328,7 @@ func (d *differ) align() {
 		}
 	}
 	used := map[string]bool{} // unique keys present in the rewritten request
+	d.usedKeys = used
 	rfp := make([]uint64, len(rm))
 	ranch := make([]bool, len(rm))
 	for j := range rm {
@@ -543,6 +545,10 @@ func (d *differ) blocks(oi, rj int) {
 			}
 		}
 		if found < 0 {
+			if d.opts.AllowRoundTrimming && rb.Kind == conversation.Text && d.lostResults(oi) {
+				d.replacement(rj, j) // a note where tool results were dropped
+				continue
+			}
 			d.ps.add(RuleBlockAdded, bpath(rj, j), "block has no counterpart in orig.%s", mpath(oi))
 			continue
 		}
@@ -565,6 +571,18 @@ func (d *differ) blocks(oi, rj int) {
 			d.ps.add(RuleBlockChanged, mpath(rj)+".content", "formatting between blocks changed")
 		}
 	}
+}
+
+// lostResults reports whether original message oi held tool results that
+// the rewritten request no longer has.
+func (d *differ) lostResults(oi int) bool {
+	m := &d.o.Messages[oi]
+	for i := range m.Blocks {
+		if m.Blocks[i].Kind == conversation.ToolResult && !d.usedKeys[d.uniqueKey(d.ob, &m.Blocks[i])] {
+			return true
+		}
+	}
+	return false
 }
 
 // sameIdentity reports whether two blocks are the same block, as far as

@@ -128,6 +128,9 @@ type Options struct {
 	// trimming) and tool_use / tool_result blocks in whole rounds, as long
 	// as pairing stays valid and the current turn is kept.
 	AllowMessageRemoval bool
+	// AllowRoundTrimming, with AllowMessageRemoval, permits a text block
+	// (the trimming note) in a message whose tool results were dropped.
+	AllowRoundTrimming bool
 	// AllowCacheMarkers permits adding cache_control markers (total <= 4).
 	AllowCacheMarkers bool
 	// AllowTopLevel lists top-level keys that may be added or changed

@@ -32,8 +32,11 @@ import (
 type Config struct {
 	// Enabled switches the pass on.
 	Enabled bool `yaml:"enabled"`
-	// Trigger: a request larger than this may fire an event (tokens,
-	// or a fraction of the model's window).
+	// Trigger: a conversation larger than this may fire an event
+	// (tokens, or a fraction of the model's window). It counts the
+	// messages only, not the system prompt and tool schemas, so a client
+	// that changes those mid-session (an MCP server added, a date in the
+	// system prompt) never changes how the history was cleared.
 	Trigger model.Amount `yaml:"trigger"`
 	// KeepTokens: the newest tool output (results and clearable inputs)
 	// of at least this many tokens is never cleared.
@@ -217,8 +220,6 @@ func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
 		return tokens.Estimate(b), err
 	}
 	var err error
-	// Everything outside messages: system, tools and the other fields.
-	a.base = tokens.Estimate(c.Body[:c.List.Start]) + tokens.Estimate(c.Body[c.List.End:])
 	for mi := range c.Messages {
 		m := &c.Messages[mi]
 		mc := &a.costs[mi]
@@ -241,14 +242,32 @@ func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
 				t, err = est(b.Input)
 				mc.uses++
 				if err == nil && p.clearsInput(c, b, t) {
-					mc.clearable += t
-					mc.stubbed += stubTokens + blockTokens
-					a.items = append(a.items, item{mi, bi, kindInput})
-					mc.tok += t + blockTokens
-					continue
+					if after, big := inputAfter(c.Body, b.Input); big {
+						mc.clearable += t
+						mc.stubbed += after + blockTokens
+						a.items = append(a.items, item{mi, bi, kindInput})
+						mc.tok += t + blockTokens
+						continue
+					}
 				}
 			case conversation.ToolResult:
-				t, err = est(b.Content)
+				// Markers inside the content move between requests; they
+				// must not change the plan.
+				var marks []conversation.Span
+				for _, pt := range b.Parts {
+					if !pt.CacheControl.IsZero() {
+						marks = append(marks, pt.CacheControl)
+					}
+				}
+				if len(marks) == 0 {
+					t, err = est(b.Content)
+				} else if cur, e := r.Current(b.Content); e != nil {
+					err = e
+				} else if r.Edited(b.Content) {
+					t = tokens.Estimate(cur) // rewritten by an earlier pass: markers are its own
+				} else {
+					t = tokens.Estimate(without(c.Body, b.Content, marks))
+				}
 				if err == nil && p.clearsResult(c, b, t) {
 					mc.clearable += t
 					mc.stubbed += stubTokens + blockTokens
@@ -257,7 +276,13 @@ func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
 					continue
 				}
 			default:
-				t, err = est(b.Span)
+				// Image, document and unknown blocks by their bytes, as
+				// they are without the client's moving cache marker.
+				if b.CacheControl.IsZero() || r.Edited(b.Span) {
+					t, err = est(b.Span)
+				} else {
+					t = tokens.Estimate(without(c.Body, b.Span, []conversation.Span{b.CacheControl}))
+				}
 			}
 			if err != nil {
 				return nil, err
@@ -292,7 +317,7 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := newPlanner(a.base, a.costs).run(a.costs, p.limits(r.Env))
+	pl := newPlanner(0, a.costs).run(a.costs, p.limits(r.Env))
 	if n := len(pl.events); n > 0 && pl.events[n-1].at == len(r.Conv.Messages) {
 		r.Note("edit-event")
 	}
@@ -332,3 +357,36 @@ func binding(c *conversation.Conversation) (splice.Edit, bool) {
 		Repl: []byte(`,"block_binding":{"prefix_mismatch_behavior":"drop_block"}`),
 	}, true
 }
+
+// without returns the bytes of sp with the given members (key through
+// value, in order) removed, each with the comma that joined it to its
+// neighbour: the bytes a client sends when it leaves those members out.
+func without(body []byte, sp conversation.Span, members []conversation.Span) []byte {
+	out := make([]byte, 0, sp.Len())
+	at := sp.Start
+	for _, m := range members {
+		start, end := m.Start, m.End
+		// Take the comma before the member if there is one, else the one
+		// after it.
+		i := start - 1
+		for i > at && isSpace(body[i]) {
+			i--
+		}
+		if body[i] == ',' {
+			start = i
+		} else {
+			j := end
+			for j < sp.End && isSpace(body[j]) {
+				j++
+			}
+			if j < sp.End && body[j] == ',' {
+				end = j + 1
+			}
+		}
+		out = append(out, body[at:start]...)
+		at = end
+	}
+	return append(out, body[at:sp.End]...)
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

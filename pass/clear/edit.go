@@ -7,6 +7,7 @@ import (
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/tokens"
 )
 
 // edits turns a plan into edits of the current request.
@@ -27,16 +28,21 @@ func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, 
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, e)
+		out = append(out, e...)
 	}
-	first := len(runs) == 0
-	for _, it := range a.items {
+	for i, it := range a.items {
 		if it.msg >= pl.clearTo {
 			break
 		}
 		if trimmed(it.msg) {
 			continue
 		}
+		// The first cleared item of a session never changes (the
+		// cleared region only grows at its end), so its stub carries,
+		// once, the explanation of how to get a blob back; every other
+		// stub is short. (When trimming dropped it, the drop notes say
+		// it.)
+		first := i == 0
 		b := &c.Messages[it.msg].Blocks[it.blk]
 		var e splice.Edit
 		var err error
@@ -49,11 +55,6 @@ func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, 
 		if err != nil {
 			return nil, err
 		}
-		// The first stub of a session never changes (the cleared region
-		// only grows at its end), so it carries, once, the explanation of
-		// how to get a blob back; every other stub is short. (With
-		// trimming, every dropped run says it.)
-		first = false
 		out = append(out, e)
 	}
 	if p.cfg.Thinking {
@@ -120,6 +121,27 @@ func resultText(c *conversation.Conversation, b *conversation.Block) ([]byte, er
 		out = append(out, c.Bytes(pt.Span)...)
 	}
 	return out, nil
+}
+
+// inputAfter estimates the tokens of a tool input once inputStub has
+// rewritten it, and reports whether it has any field to clear.
+func inputAfter(body []byte, in conversation.Span) (int, bool) {
+	n, big := 2, false
+	jsonscan.ObjectEach(body, in.Start, 0, func(k jsonscan.Span, v int) (int, error) {
+		val, err := jsonscan.ValueAt(body, v, 1)
+		if err != nil {
+			return 0, err
+		}
+		n += tokens.Estimate(k.Bytes(body)) + 1
+		if val.Len() < inputFieldMin {
+			n += tokens.Estimate(val.Bytes(body))
+		} else {
+			n += stubTokens
+			big = true
+		}
+		return val.End, nil
+	})
+	return n, big
 }
 
 // inputFieldMin is the size (bytes of JSON) above which a tool input's

@@ -64,42 +64,38 @@ func (p *Pass) trimRuns(c *conversation.Conversation, pl plan) [][2]int {
 	return runs
 }
 
-// dropRun replaces messages [a, b] (whole tool rounds) with two messages:
-// the assistant's text blocks, in order, and a user message with a note
-// naming the blob that holds the dropped messages, followed by any text
-// the user messages held.
-func (p *Pass) dropRun(r *pipeline.Request, a, b int) (splice.Edit, error) {
+// dropRun drops the tool rounds of messages [a, b], keeping everything
+// else they hold, and leaves a note naming the blob that holds the
+// dropped messages. The result stays a valid, alternating conversation:
+//
+//   - a round whose messages hold nothing but tool calls, results and
+//     thinking goes whole (both messages);
+//   - a round whose assistant message also holds text keeps that message
+//     with its text, and its user message keeps its own text, or becomes
+//     a one-line placeholder when it had none;
+//   - the last round of the run always stays, as the place of the note:
+//     its user message starts with the note (then its own text, if any),
+//     and its assistant message keeps its text or becomes a placeholder.
+func (p *Pass) dropRun(r *pipeline.Request, a, b int) ([]splice.Edit, error) {
 	c := r.Conv
-	msgs := c.Messages[a : b+1]
-	whole := splice.Span{Start: msgs[0].Span.Start, End: msgs[len(msgs)-1].Span.End}
-	raw := c.Bytes(whole)
-	kept, err := p.blobs.KeepFrom(raw, func(raw []byte) ([]byte, error) {
+	msgs := c.Messages
+	whole := splice.Span{Start: msgs[a].Span.Start, End: msgs[b].Span.End}
+	kept, err := p.blobs.KeepFrom(c.Bytes(whole), func(raw []byte) ([]byte, error) {
 		return append(append([]byte{'['}, raw...), ']'), nil
 	})
 	if err != nil {
-		return splice.Edit{}, err
+		return nil, err
 	}
 	tools := map[string]int{}
 	var names []string
-	var asst, user [][]byte
-	rounds := 0
-	for _, m := range msgs {
-		if m.Role == conversation.RoleAssistant {
-			rounds++
-		}
-		for i := range m.Blocks {
-			blk := &m.Blocks[i]
-			switch {
-			case blk.Kind == conversation.ToolCall:
+	for i := a; i <= b; i++ {
+		for j := range msgs[i].Blocks {
+			if blk := &msgs[i].Blocks[j]; blk.Kind == conversation.ToolCall {
 				n := c.ToolName(blk)
 				if tools[n] == 0 {
 					names = append(names, n)
 				}
 				tools[n]++
-			case blk.Kind == conversation.Text && m.Role == conversation.RoleAssistant:
-				asst = append(asst, textBlock(c, m, blk))
-			case blk.Kind == conversation.Text && m.Role == conversation.RoleUser:
-				user = append(user, textBlock(c, m, blk))
 			}
 		}
 	}
@@ -108,37 +104,65 @@ func (p *Pass) dropRun(r *pipeline.Request, a, b int) (splice.Edit, error) {
 		calls = append(calls, fmt.Sprintf("%s ×%d", n, tools[n]))
 	}
 	note := fmt.Sprintf("[ctxguard dropped %d earlier tool rounds (%s) to keep this session small; their calls and results are in blob %s: %s]",
-		rounds, strings.Join(calls, ", "), kept.ID, p.blobs.Howto())
-	if len(asst) == 0 {
-		asst = append(asst, []byte(`{"type":"text","text":"[earlier tool work, dropped by ctxguard]"}`))
+		(b-a+1)/2, strings.Join(calls, ", "), kept.ID, p.blobs.Howto())
+
+	var out []splice.Edit
+	for i := a; i < b; i += 2 {
+		asst, user := &msgs[i], &msgs[i+1]
+		aKeep, uKeep := keptBlocks(c, asst), keptBlocks(c, user)
+		last := i+1 == b
+		if !last && len(aKeep) == 0 && len(uKeep) == 0 {
+			// The whole round goes, with the separator after it.
+			out = append(out, splice.Edit{Span: splice.Span{Start: asst.Span.Start, End: msgs[i+2].Span.Start}})
+			continue
+		}
+		if len(aKeep) == 0 {
+			aKeep = [][]byte{textJSON("[earlier tool work, dropped by ctxguard]")}
+		}
+		if last {
+			uKeep = append([][]byte{textJSON(note)}, uKeep...)
+		} else if len(uKeep) == 0 {
+			uKeep = [][]byte{textJSON("[tool results dropped by ctxguard]")}
+		}
+		out = append(out,
+			splice.Edit{Span: asst.Content, Repl: appendArray(nil, aKeep)},
+			splice.Edit{Span: user.Content, Repl: appendArray(nil, uKeep)})
 	}
-	out := []byte(`{"role":"assistant","content":[`)
-	out = appendJoined(out, asst)
-	out = append(out, `]},{"role":"user","content":[{"type":"text","text":`...)
-	out = jsonscan.AppendQuote(out, note)
-	out = append(out, '}')
-	for _, u := range user {
-		out = append(append(out, ','), u...)
-	}
-	out = append(out, "]}"...)
-	return splice.Edit{Span: whole, Repl: out}, nil
+	return out, nil
 }
 
-// textBlock returns a text block as a block object without its
-// cache_control (a plain string content becomes one).
-func textBlock(c *conversation.Conversation, m conversation.Message, b *conversation.Block) []byte {
-	if m.ContentString || !b.CacheControl.IsZero() {
-		return append(append([]byte(`{"type":"text","text":`), c.Bytes(b.Text)...), '}')
+// keptBlocks returns the blocks of a message that trimming keeps: all
+// but tool calls, tool results and thinking, as block objects without a
+// cache_control (a string content becomes a text block).
+func keptBlocks(c *conversation.Conversation, m *conversation.Message) [][]byte {
+	var out [][]byte
+	for i := range m.Blocks {
+		b := &m.Blocks[i]
+		switch b.Kind {
+		case conversation.ToolCall, conversation.ToolResult, conversation.Thinking, conversation.RedactedThinking:
+			continue
+		case conversation.Text:
+			if m.ContentString || !b.CacheControl.IsZero() {
+				out = append(out, append(append([]byte(`{"type":"text","text":`), c.Bytes(b.Text)...), '}'))
+				continue
+			}
+		}
+		out = append(out, c.Bytes(b.Span))
 	}
-	return c.Bytes(b.Span)
+	return out
 }
 
-func appendJoined(dst []byte, parts [][]byte) []byte {
+func textJSON(s string) []byte {
+	return append(jsonscan.AppendQuote([]byte(`{"type":"text","text":`), s), '}')
+}
+
+func appendArray(dst []byte, parts [][]byte) []byte {
+	dst = append(dst, '[')
 	for i, p := range parts {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, p...)
 	}
-	return dst
+	return append(dst, ']')
 }

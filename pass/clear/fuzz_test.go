@@ -1,0 +1,22 @@
+package clear
+
+import "testing"
+
+// FuzzClear drives the session generator and the configuration from the
+// fuzz input and checks every property of property_test.go on the
+// session: reproducibility from an empty store, validity, at most 4
+// markers, thinking untouched where it must be, stubs naming blobs that
+// hold the original, stickiness between events, events only where the
+// plan has one and freeing at least clear_at_least, and a monotone plan.
+// Run it with
+//
+//	go test ./pass/clear/ -run '^$' -fuzz FuzzClear -fuzztime 5m
+//
+// Inputs worth keeping are in testdata/fuzz/FuzzClear; `go test` runs
+// them and the seeds below.
+func FuzzClear(f *testing.F) {
+	for _, seed := range []string{"", "\x00", "ctxguard", "\xff\xff\xff\xff\xff\xff\xff\xff", "0123456789abcdef0123456789abcdef"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(checkFuzzInput)
+}
