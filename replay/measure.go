@@ -45,6 +45,12 @@ func linearize(body []byte) (*prompt, error) {
 	if err != nil {
 		return nil, err
 	}
+	return linearizeConv(c), nil
+}
+
+// linearizeConv is linearize for a request already parsed.
+func linearizeConv(c *conversation.Conversation) *prompt {
+	body := c.Body
 	p := &prompt{}
 	add := func(data []byte, tok int, marker bool) {
 		p.segs = append(p.segs, segment{data: data, tokens: tok, marker: marker})
@@ -94,7 +100,7 @@ func linearize(body []byte) (*prompt, error) {
 		s.Sum(h[:0])
 		p.segs[i].hash = h
 	}
-	return p, nil
+	return p
 }
 
 // blockTokens estimates a block's tokens (the estimator prices thinking
@@ -181,11 +187,24 @@ func commonPrefix(a, b []byte) int {
 // cost is the cache-aware cost of sending cur after prev (nil for the
 // first request): the shared prefix at CacheRead, the rest at CacheWrite.
 func cost(prev, cur *prompt) float64 {
-	shared := 0
-	if prev != nil {
-		shared, _ = sharedTokens(prev, cur)
+	return priced(cur, prefixRead(prev, cur))
+}
+
+// prefixRead returns the tokens of cur the prefix model bills as a cache
+// read: those of the longest byte prefix cur shares with prev (none when
+// prev is nil).
+func prefixRead(prev, cur *prompt) int {
+	if prev == nil {
+		return 0
 	}
-	return CacheRead*float64(shared) + CacheWrite*float64(cur.tokens-shared)
+	shared, _ := sharedTokens(prev, cur)
+	return shared
+}
+
+// priced is the cost of cur in base-input-token units when read of its
+// tokens are cache reads and the rest cache writes.
+func priced(cur *prompt, read int) float64 {
+	return CacheRead*float64(read) + CacheWrite*float64(cur.tokens-read)
 }
 
 // breakpointCache models the API's cache more strictly: an entry exists
@@ -198,6 +217,13 @@ type breakpointCache struct {
 
 // cost prices cur and records its breakpoints as cache entries.
 func (bc *breakpointCache) cost(cur *prompt) float64 {
+	return priced(cur, bc.read(cur))
+}
+
+// read returns the tokens of cur billed as cache reads (the longest cached
+// prefix reachable from one of its breakpoints) and records cur's
+// breakpoints as cache entries.
+func (bc *breakpointCache) read(cur *prompt) int {
 	if bc.entries == nil {
 		bc.entries = map[[32]byte]bool{}
 	}
@@ -225,5 +251,5 @@ func (bc *breakpointCache) cost(cur *prompt) float64 {
 			bc.entries[s.hash] = true
 		}
 	}
-	return CacheRead*float64(read) + CacheWrite*float64(cur.tokens-read)
+	return read
 }

@@ -1,17 +1,76 @@
 // Package replay measures what ctxguard does to real sessions: it sends a
 // session's request stream through a rewriter, in order, and compares what
 // the upstream would receive with what the client sent, in tokens, in
-// cache-aware cost, in edit events and in validity.
+// cache-aware cost, in edit events, in validity and in quote retention
+// (BRIEF "How savings are measured").
+//
+// The layers, bottom up:
+//
+//   - measure.go: a request linearized in the order the API reads it, the
+//     byte-prefix cost model and the breakpoint cache model.
+//   - Session / Measure (this file): one session's stream through one
+//     rewriter, measured request by request.
+//   - quote.go: quote retention.
+//   - price.go: money, from a per-model price table.
+//   - Run (run.go): transcripts → request streams → the same pipeline the
+//     proxy runs (a fresh Guard and store per session) → a Report.
+//   - report.go, chart.go: the Report as a table, as JSON, as an SVG chart.
+//
+// The `ctxguard replay` command is a thin layer over Run.
 package replay
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/store"
+)
 
 // Rewriter is what a replay sends each request through: the same code the
 // proxy runs. It returns the body the upstream would receive.
 type Rewriter func(body []byte) ([]byte, error)
 
+// DetailedRewriter is a Rewriter that also says what each pass did. An
+// error stops the session's replay; a pass failure the proxy would survive
+// (fail open) is reported in Outcome.Failed instead.
+type DetailedRewriter func(body []byte) (Outcome, error)
+
+// Outcome is what a DetailedRewriter did to one request.
+type Outcome struct {
+	// Body is what the upstream would receive.
+	Body []byte
+	// Stages, if any, are the body as the pipeline left it after each
+	// pass, in pipeline order; the last one's Body equals Body. The
+	// tokens each pass saved are measured between consecutive stages
+	// (the first against the original), so they add up to the request's
+	// saving.
+	Stages []Stage
+	// Reported is set when the rewriter itself announced an edit event.
+	Reported bool
+	// Failed is a pass failure after which the original was forwarded.
+	Failed error
+}
+
+// Stage is the body after one pass of a pipeline.
+type Stage struct {
+	Name  string
+	Edits int
+	Body  []byte
+}
+
+// detailed adapts a plain Rewriter.
+func (rw Rewriter) detailed() DetailedRewriter {
+	return func(body []byte) (Outcome, error) {
+		sent, err := rw(body)
+		return Outcome{Body: sent}, err
+	}
+}
+
 // RequestStat is the measurement of one request.
 type RequestStat struct {
+	// Model is the model the request named (Request.Model).
+	Model                  string
 	OrigBytes, SentBytes   int
 	OrigTokens, SentTokens int
 	// Cost in base-input-token units: shared prefix with the previous
@@ -20,11 +79,33 @@ type RequestStat struct {
 	// The same where the cache hits only at cache_control breakpoints
 	// with a 20-block lookback.
 	OrigBPCost, SentBPCost float64
+	// The tokens each cost model bills as cache reads (the rest are cache
+	// writes), for pricing at a model's own rates.
+	OrigRead, SentRead     int
+	OrigBPRead, SentBPRead int
 	// Event: the sent history is not a prefix extension of the previous
 	// sent request.
 	Event bool
+	// Reported: the rewriter announced an edit event (Outcome.Reported).
+	Reported bool
 	// Invalid holds the validator's complaint, if any.
 	Invalid error
+	// Failed is a pass failure the rewriter survived by sending the
+	// original (fail open).
+	Failed error
+	// Passes are the tokens each pass saved (from Outcome.Stages).
+	Passes []PassTokens
+	// Quotes is the quote retention of the answer this request produced
+	// (see quote.go); zero when the stream carries no answers.
+	Quotes QuoteStats
+}
+
+// PassTokens is what one pass did: edits made and prompt tokens saved
+// (negative if it added tokens).
+type PassTokens struct {
+	Name  string `json:"name"`
+	Edits int    `json:"edits"`
+	Saved int    `json:"saved_tokens"`
 }
 
 // SessionStat is the measurement of one session.
@@ -36,6 +117,9 @@ type SessionStat struct {
 	// compaction, a rewind). Rewritten-stream events are judged against
 	// it.
 	OrigEvents int
+	// Lost lists the first few quotes that were neither in the request
+	// that produced them nor retrievable (at most MaxLostExamples).
+	Lost []LostQuote
 }
 
 // Totals sums a session's requests.
@@ -47,6 +131,11 @@ type Totals struct {
 	OrigBPCost, SentBPCost float64
 	Events, Invalid        int
 	OrigEvents             int // breaks in the original stream (should be 0)
+	Reported               int // events the rewriter announced
+	Failed                 int // requests forwarded unchanged after a pass failed
+	Quotes                 QuoteStats
+	// Passes sums PassTokens by pass name, in order of first appearance.
+	Passes []PassTokens
 }
 
 // Totals sums the session's requests.
@@ -75,6 +164,28 @@ func (t *Totals) add(r RequestStat) {
 	if r.Invalid != nil {
 		t.Invalid++
 	}
+	if r.Reported {
+		t.Reported++
+	}
+	if r.Failed != nil {
+		t.Failed++
+	}
+	t.Quotes.Add(r.Quotes)
+	t.addPasses(r.Passes)
+}
+
+func (t *Totals) addPasses(ps []PassTokens) {
+next:
+	for _, p := range ps {
+		for i := range t.Passes {
+			if t.Passes[i].Name == p.Name {
+				t.Passes[i].Edits += p.Edits
+				t.Passes[i].Saved += p.Saved
+				continue next
+			}
+		}
+		t.Passes = append(t.Passes, p)
+	}
 }
 
 // Merge adds another total into t.
@@ -91,6 +202,10 @@ func (t *Totals) Merge(o Totals) {
 	t.Events += o.Events
 	t.Invalid += o.Invalid
 	t.OrigEvents += o.OrigEvents
+	t.Reported += o.Reported
+	t.Failed += o.Failed
+	t.Quotes.Add(o.Quotes)
+	t.addPasses(o.Passes)
 }
 
 // Ratio returns a/b, or 1 when both are zero.
@@ -109,6 +224,12 @@ type Options struct {
 	// Check, if set, judges every rewritten request against its original
 	// (validate.Rewrite with the options the pipeline needs).
 	Check func(orig, sent []byte) error
+	// Store is where the rewriter keeps removed content. Quote retention
+	// counts a quote whose line is gone from the request but held by a
+	// blob the request names as retrievable; with no store, as lost.
+	Store store.Store
+	// Progress, if set, is called after each request.
+	Progress func()
 }
 
 // Request is one request of a session's stream.
@@ -117,37 +238,59 @@ type Request struct {
 	// Reset marks a request whose history restarted (the client
 	// compacted): it is not compared with the one before.
 	Reset bool
+	// Model is the model the request names, for pricing; optional.
+	Model string
+	// Answer is the assistant message this request produced, as JSON
+	// ({"role":"assistant","content":...}); optional. When set, quote
+	// retention is measured.
+	Answer []byte
 }
 
 // Session sends stream (a session's requests, oldest first) through rw and
 // measures every request.
 func Session(name string, stream []Request, rw Rewriter, opt Options) (*SessionStat, error) {
+	return Measure(name, stream, rw.detailed(), opt)
+}
+
+// Measure is Session for a rewriter that reports its passes: on top of
+// Session's figures it attributes the tokens saved to each pass and
+// records announced events and fail-open failures.
+func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*SessionStat, error) {
 	st := &SessionStat{Name: name}
 	var prevOrig, prevSent *prompt
 	var bpOrig, bpSent breakpointCache
+	quotes := newQuoteTracker(opt.Store)
 	for i, req := range stream {
 		body := req.Body
 		if req.Reset {
 			prevOrig, prevSent = nil, nil
 		}
-		sent, err := rw(body)
+		out, err := rw(body)
 		if err != nil {
 			return st, fmt.Errorf("%s request %d: %w", name, i, err)
 		}
-		po, err := linearize(body)
+		sent := out.Body
+		co, err := anthropic.Parse(body)
 		if err != nil {
 			return st, fmt.Errorf("%s request %d: original: %w", name, i, err)
 		}
-		ps, err := linearize(sent)
-		if err != nil {
-			return st, fmt.Errorf("%s request %d: rewritten: %w", name, i, err)
+		po := linearizeConv(co)
+		ps := po
+		if !bytes.Equal(sent, body) {
+			if ps, err = linearize(sent); err != nil {
+				return st, fmt.Errorf("%s request %d: rewritten: %w", name, i, err)
+			}
 		}
 		r := RequestStat{
+			Model:     req.Model,
 			OrigBytes: len(body), SentBytes: len(sent),
 			OrigTokens: po.tokens, SentTokens: ps.tokens,
-			OrigCost: cost(prevOrig, po), SentCost: cost(prevSent, ps),
-			OrigBPCost: bpOrig.cost(po), SentBPCost: bpSent.cost(ps),
+			OrigRead: prefixRead(prevOrig, po), SentRead: prefixRead(prevSent, ps),
+			OrigBPRead: bpOrig.read(po), SentBPRead: bpSent.read(ps),
+			Reported: out.Reported, Failed: out.Failed,
 		}
+		r.OrigCost, r.SentCost = priced(po, r.OrigRead), priced(ps, r.SentRead)
+		r.OrigBPCost, r.SentBPCost = priced(po, r.OrigBPRead), priced(ps, r.SentBPRead)
 		if prevSent != nil {
 			_, ext := sharedTokens(prevSent, ps)
 			r.Event = !ext
@@ -155,11 +298,49 @@ func Session(name string, stream []Request, rw Rewriter, opt Options) (*SessionS
 				st.OrigEvents++
 			}
 		}
+		if len(out.Stages) > 0 {
+			if r.Passes, err = stageSavings(po, body, out.Stages); err != nil {
+				return st, fmt.Errorf("%s request %d: %w", name, i, err)
+			}
+		}
 		if opt.Check != nil {
 			r.Invalid = opt.Check(body, sent)
 		}
+		if req.Answer != nil {
+			quotes.observe(co, req.Reset || i == 0)
+			var lost []string
+			r.Quotes, lost = quotes.check(req.Answer, sent)
+			for _, l := range lost {
+				if len(st.Lost) < MaxLostExamples {
+					st.Lost = append(st.Lost, LostQuote{Request: i, Line: clip(l, lostLineMax)})
+				}
+			}
+		}
 		st.Requests = append(st.Requests, r)
 		prevOrig, prevSent = po, ps
+		if opt.Progress != nil {
+			opt.Progress()
+		}
 	}
 	return st, nil
+}
+
+// stageSavings measures the tokens each stage saved against the one
+// before it (the first against the original).
+func stageSavings(po *prompt, body []byte, stages []Stage) ([]PassTokens, error) {
+	out := make([]PassTokens, len(stages))
+	prevBody, prevTok := body, po.tokens
+	for i, s := range stages {
+		tok := prevTok
+		if !bytes.Equal(s.Body, prevBody) {
+			p, err := linearize(s.Body)
+			if err != nil {
+				return nil, fmt.Errorf("after pass %s: %w", s.Name, err)
+			}
+			tok = p.tokens
+		}
+		out[i] = PassTokens{Name: s.Name, Edits: s.Edits, Saved: prevTok - tok}
+		prevBody, prevTok = s.Body, tok
+	}
+	return out, nil
 }

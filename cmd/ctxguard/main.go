@@ -2,6 +2,7 @@
 //
 //	ctxguard serve    [--listen ADDR] [--upstream URL] [--config FILE] ...
 //	ctxguard config   [--config FILE]   print the effective configuration
+//	ctxguard replay   [flags] [PATH...]  what ctxguard would save on transcripts
 //
 // Flags override the environment (CTXGUARD_LISTEN, CTXGUARD_UPSTREAM,
 // CTXGUARD_DATA_DIR), which overrides the config file, which overrides the
@@ -31,6 +32,7 @@ const usage = `usage: ctxguard <command> [flags]
 commands:
   serve    run the proxy (default 127.0.0.1:8787 -> https://api.anthropic.com)
   config   print the effective configuration as YAML
+  replay   what-if report: replay session transcripts through the pipeline
 
 run "ctxguard <command> -h" for the flags of a command
 `
@@ -46,6 +48,8 @@ func main() {
 		err = serve(args)
 	case "config":
 		err = printConfig(args, os.Stdout)
+	case "replay":
+		err = replay(args)
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 	default:

@@ -82,10 +82,10 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		Enabled:      true,
-		Trigger:      model.Tokens(20_000),
-		KeepTokens:   model.Tokens(4_000),
+		Trigger:      model.Tokens(8_000),
+		KeepTokens:   model.Tokens(3_000),
 		KeepUses:     2,
-		ClearAtLeast: model.Tokens(8_000),
+		ClearAtLeast: model.Tokens(6_000),
 		Payback:      10,
 		Tools:        []string{"*"},
 		ClearInputs:  []string{"*"},

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ctxguard/ctxguard/config"
+	replaypkg "github.com/ctxguard/ctxguard/replay"
+	"github.com/ctxguard/ctxguard/transcript"
+)
+
+const replayUsage = `usage: ctxguard replay [flags] [PATH...]
+
+Replays agent session transcripts through ctxguard's pipeline and reports
+what it would have saved: tokens, cache-aware cost, money, edit events,
+validity and quote retention, per session and in total.
+
+PATH is a Claude Code transcript (.jsonl), a SWE-agent trajectory (.traj)
+or a folder of them; default ~/.claude/projects. Flags may come before or
+after the paths.
+
+flags:
+`
+
+// replay runs `ctxguard replay`.
+func replay(args []string) error {
+	return runReplay(args, os.Stdout, os.Stderr, isTerminal(os.Stderr))
+}
+
+// runReplay is replay with its streams given; tty says whether stderr is
+// a terminal (the progress bar is drawn only then, or with --progress).
+func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
+	fs := flag.NewFlagSet("ctxguard replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, replayUsage)
+		fs.PrintDefaults()
+	}
+	cfgFile := fs.String("config", "", "ctxguard YAML config, loaded as serve loads it (default: the embedded defaults)")
+	off := fs.Bool("off", false, "switch every rule off (a baseline: every ratio must be 1)")
+	profile := fs.String("profile", "", "JSON profile with the system prompt, tools and settings replayed requests carry (default: the built-in one)")
+	modelID := fs.String("model", "", "send every request as this model (default: each answer's model)")
+	prices := fs.String("prices", "", "YAML or JSON price table, merged over the built-in one (model: {input, cache_write, cache_read} in USD per MTok)")
+	asJSON := fs.Bool("json", false, "write the report as JSON to stdout")
+	chart := fs.String("chart", "", "write a chart: FILE.svg (the largest sessions), or a folder (existing, or ending in /) for one SVG per session")
+	progress := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
+	perRequest := fs.Bool("requests", false, "list every request under its session in the table")
+	noSide := fs.Bool("no-sidechains", false, "leave out subagent (Task) transcripts")
+	// Flags may come before and after the paths.
+	var paths []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil
+			}
+			return err
+		}
+		rest = fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		paths, rest = append(paths, rest[0]), rest[1:]
+	}
+	if len(paths) == 0 {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return fmt.Errorf("no PATH given and no home directory: %w", err)
+		}
+		def := filepath.Join(home, ".claude", "projects")
+		if _, err := os.Stat(def); err != nil {
+			return fmt.Errorf("no PATH given and %s does not exist", def)
+		}
+		paths = []string{def}
+	}
+
+	cfg, err := config.Load(*cfgFile)
+	if err != nil {
+		return err
+	}
+	cfg.ApplyEnv(os.Getenv)
+	if *off {
+		cfg = replaypkg.Off(cfg)
+	}
+	pipe, err := replaypkg.GuardPipeline(cfg)
+	if err != nil {
+		return err
+	}
+	build := transcript.BuildOptions{Model: *modelID}
+	if *profile != "" {
+		p, err := transcript.LoadProfile(*profile)
+		if err != nil {
+			return err
+		}
+		build.Profile = &p
+	}
+	table := replaypkg.DefaultPrices()
+	if *prices != "" {
+		if table, err = replaypkg.LoadPrices(*prices, table); err != nil {
+			return err
+		}
+	}
+	sessions, err := transcript.Load(paths, transcript.Options{SkipSidechains: *noSide})
+	if err != nil {
+		return err
+	}
+	if len(sessions) == 0 {
+		return fmt.Errorf("no sessions found in %s", strings.Join(paths, ", "))
+	}
+
+	opt := replaypkg.RunOptions{Pipeline: pipe, Build: build, Prices: table}
+	var bar *replaypkg.ProgressBar
+	if tty || *progress {
+		bar = &replaypkg.ProgressBar{W: stderr}
+		opt.Progress = bar.Update
+	}
+	rep, err := replaypkg.Run(sessions, opt)
+	if bar != nil {
+		bar.Done()
+	}
+	if err != nil {
+		return err
+	}
+	if *chart != "" {
+		files, err := replaypkg.WriteCharts(rep, *chart)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			fmt.Fprintf(stderr, "chart: %s\n", f)
+		}
+	}
+	if *asJSON {
+		return rep.WriteJSON(stdout)
+	}
+	return rep.WriteText(stdout, replaypkg.TextOptions{Requests: *perRequest})
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The transcripts of package transcript's tests.
+const (
+	ccDir  = "../../transcript/testdata/claude-code"
+	sweDir = "../../transcript/testdata/swe-agent"
+)
+
+func runArgs(t *testing.T, tty bool, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var o, e bytes.Buffer
+	err = runReplay(args, &o, &e, tty)
+	return o.String(), e.String(), err
+}
+
+type jsonReport struct {
+	Version  int      `json:"version"`
+	Passes   []string `json:"passes"`
+	Requests int      `json:"requests"`
+	Total    struct {
+		Requests   int     `json:"requests"`
+		TokenRatio float64 `json:"token_ratio"`
+		CostRatio  float64 `json:"cost_ratio"`
+		Events     int     `json:"events"`
+		OrigUSD    float64 `json:"orig_usd"`
+	} `json:"total"`
+	Prices   map[string]json.RawMessage `json:"prices"`
+	Sessions []struct {
+		ID    string `json:"id"`
+		Model string `json:"model"`
+	} `json:"sessions"`
+}
+
+func decode(t *testing.T, out string) jsonReport {
+	t.Helper()
+	var r jsonReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("--json output is not JSON: %v\n%s", err, out)
+	}
+	return r
+}
+
+func TestReplayJSON(t *testing.T) {
+	out, errOut, err := runArgs(t, false, "--json", ccDir, sweDir)
+	if err != nil {
+		t.Fatal(err, errOut)
+	}
+	r := decode(t, out)
+	if r.Version != 1 || len(r.Passes) == 0 || r.Total.Requests == 0 || r.Total.Requests != r.Requests || len(r.Sessions) < 6 {
+		t.Errorf("report: %+v", r)
+	}
+	if errOut != "" {
+		t.Errorf("stderr without a terminal: %q", errOut)
+	}
+}
+
+// Flags may follow the paths; --off switches every rule off.
+func TestReplayFlagsAfterPaths(t *testing.T) {
+	out, _, err := runArgs(t, false, ccDir, "--off", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := decode(t, out)
+	if len(r.Passes) != 0 || r.Total.TokenRatio != 1 || r.Total.CostRatio != 1 || r.Total.Events != 0 {
+		t.Errorf("--off: passes %v, ratios %v %v, events %d", r.Passes, r.Total.TokenRatio, r.Total.CostRatio, r.Total.Events)
+	}
+}
+
+func TestReplayText(t *testing.T) {
+	out, _, err := runArgs(t, false, "--requests", ccDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ctxguard replay:", "TOTAL", "cost orig", "quote retention", "token estimate vs API usage"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text output lacks %q", want)
+		}
+	}
+}
+
+func TestReplayProgress(t *testing.T) {
+	for _, tc := range []struct {
+		tty  bool
+		args []string
+		bar  bool
+	}{{false, nil, false}, {true, nil, true}, {false, []string{"--progress"}, true}} {
+		_, errOut, err := runArgs(t, tc.tty, append(tc.args, "--json", ccDir)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(errOut, "replaying ["); got != tc.bar {
+			t.Errorf("tty %v %v: bar drawn %v, want %v (%q)", tc.tty, tc.args, got, tc.bar, errOut)
+		}
+	}
+}
+
+func TestReplayChart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.svg")
+	_, errOut, err := runArgs(t, false, "--chart", path, ccDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || !bytes.HasPrefix(b, []byte("<svg ")) {
+		t.Errorf("chart: %v %.40q", err, b)
+	}
+	if !strings.Contains(errOut, "chart: "+path) {
+		t.Errorf("stderr %q does not name the chart", errOut)
+	}
+}
+
+func TestReplayModelProfilePrices(t *testing.T) {
+	dir := t.TempDir()
+	profile := filepath.Join(dir, "profile.json")
+	if err := os.WriteFile(profile, []byte(`{"system": ["a", "b", "c"], "tools": [], "system_message": "", "reminder": ""}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prices := filepath.Join(dir, "prices.yaml")
+	if err := os.WriteFile(prices, []byte("claude-sonnet-4-5: {input: 1000}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runArgs(t, false, "--json", "--model", "claude-sonnet-4-5", "--profile", profile, "--prices", prices, ccDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := decode(t, out)
+	for _, s := range r.Sessions {
+		if s.Model != "claude-sonnet-4-5" {
+			t.Errorf("%s: model %q", s.ID, s.Model)
+		}
+	}
+	var p struct {
+		Input      float64 `json:"input"`
+		CacheWrite float64 `json:"cache_write"`
+	}
+	if len(r.Prices) != 1 || json.Unmarshal(r.Prices["claude-sonnet-4-5"], &p) != nil || p.Input != 1000 || p.CacheWrite != 1250 {
+		t.Errorf("prices %s", r.Prices)
+	}
+	// A smaller profile gives smaller requests than the default one.
+	def, _, err := runArgs(t, false, "--json", "--model", "claude-sonnet-4-5", "--prices", prices, ccDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small, big := r.Total.OrigUSD, decode(t, def).Total.OrigUSD; !(small < big) {
+		t.Errorf("cost with the tiny profile %v, with the default %v", small, big)
+	}
+}
+
+func TestReplayErrors(t *testing.T) {
+	dir := t.TempDir()
+	badCfg := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(badCfg, []byte("clear:\n  nonsense: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--bogus", ccDir}, "flag provided but not defined"},
+		{[]string{"--config", badCfg, ccDir}, "nonsense"},
+		{[]string{"--config", filepath.Join(dir, "none.yaml"), ccDir}, "no such file"},
+		{[]string{"--profile", filepath.Join(dir, "none.json"), ccDir}, "no such file"},
+		{[]string{"--prices", filepath.Join(dir, "none.yaml"), ccDir}, "no such file"},
+		{[]string{"--chart", filepath.Join(dir, "c.png"), ccDir}, ".svg"},
+		{[]string{filepath.Join(dir, "missing.jsonl")}, "no such file"},
+		{[]string{empty}, "no sessions"},
+	} {
+		_, _, err := runArgs(t, false, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%v: error %v, want one mentioning %q", tc.args, err, tc.msg)
+		}
+	}
+	// No path: ~/.claude/projects, which this HOME lacks.
+	t.Setenv("HOME", dir)
+	if _, _, err := runArgs(t, false); err == nil || !strings.Contains(err.Error(), ".claude") {
+		t.Errorf("no path: %v", err)
+	}
+	// -h prints the usage and is not an error.
+	_, errOut, err := runArgs(t, false, "-h")
+	if err != nil || !strings.Contains(errOut, "usage: ctxguard replay") || !strings.Contains(errOut, "-chart") {
+		t.Errorf("-h: %v %q", err, errOut)
+	}
+}

@@ -1,0 +1,203 @@
+package replay
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/store"
+)
+
+// A tool result as Claude Code's Read returns it (line numbers and →),
+// with lines of every kind the detector tells apart.
+const readResult = "     1→func computeTotalPrice(items []Item) int {\n" + // distinctive (after the prefix)
+	"     2→\treturn 0\n" + // too short
+	"     3→#!/usr/bin/env python3 -u -W ignore::Warning\n" + // code boilerplate
+	"     4→the user typed this very line as well\n" + // also in a user text block
+	"     5→// totals are computed in cents, never floats\n" // distinctive
+
+func q(s string) string { return string(jsonscan.AppendQuote(nil, s)) }
+
+// quoteStream is two requests: the first asks, the second carries the
+// Read result; answer 2 quotes it in several ways.
+func quoteStream(answer2 string) []Request {
+	user := `{"role":"user","content":` + q("look at prices\nthe user typed this very line as well") + `}`
+	call := `{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Read","input":{"file_path":"/p.go"}}]}`
+	result := `{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":` + q(readResult) + `}]}`
+	return []Request{
+		{Body: body(user), Answer: []byte(call)},
+		{Body: body(user, call, result), Answer: []byte(answer2)},
+	}
+}
+
+// answerText is an assistant message with one text block.
+func answerText(text string) string {
+	return `{"role":"assistant","content":[{"type":"text","text":` + q(text) + `}]}`
+}
+
+// stubber replaces the Read result in request 2 with a stub; keep puts
+// the original in st under its id and names it in the stub.
+func stubber(st store.Store, keep bool) DetailedRewriter {
+	return func(b []byte) (Outcome, error) {
+		qr := []byte(q(readResult))
+		if !bytes.Contains(b, qr) {
+			return Outcome{Body: b}, nil
+		}
+		stub := "[cleared]"
+		if keep {
+			id := store.ID([]byte(readResult))
+			if err := st.PutBlob(id, []byte(readResult)); err != nil {
+				return Outcome{}, err
+			}
+			stub = "[ctxguard cleared Read result, 230 chars, blob " + id + "]"
+		}
+		return Outcome{Body: bytes.Replace(b, qr, []byte(q(stub)), 1)}, nil
+	}
+}
+
+func TestQuoteRetention(t *testing.T) {
+	// Quotes found: the inline code span (line 1) and the Markdown list
+	// item (line 5). Not quotes: line 2 (short), line 3 (boilerplate),
+	// line 4 (the user's text holds it), a line of no tool result.
+	answer := answerText("The bug is in `func computeTotalPrice(items []Item) int {` here.\n" +
+		"- // totals are computed in cents, never floats\n" +
+		"\treturn 0\n" +
+		"#!/usr/bin/env python3 -u -W ignore::Warning\n" +
+		"> the user typed this very line as well\n" +
+		"a line that no tool ever printed, long enough")
+	identity := func(b []byte) (Outcome, error) { return Outcome{Body: b}, nil }
+	for _, tc := range []struct {
+		name  string
+		rw    func(store.Store) DetailedRewriter
+		store bool
+		want  QuoteStats
+	}{
+		{"unchanged", func(store.Store) DetailedRewriter { return identity }, true, QuoteStats{Quotes: 2, Kept: 2}},
+		{"stub naming a blob", func(s store.Store) DetailedRewriter { return stubber(s, true) }, true, QuoteStats{Quotes: 2, Retrievable: 2}},
+		{"stub naming nothing", func(s store.Store) DetailedRewriter { return stubber(s, false) }, true, QuoteStats{Quotes: 2, Lost: 2}},
+		{"blob but no store to look in", func(s store.Store) DetailedRewriter { return stubber(s, true) }, false, QuoteStats{Quotes: 2, Lost: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := store.NewMemory()
+			opt := Options{}
+			if tc.store {
+				opt.Store = mem
+			}
+			st, err := Measure("q", quoteStream(answer), tc.rw(mem), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tot := st.Totals()
+			if tot.Quotes != tc.want {
+				t.Errorf("quotes %+v, want %+v", tot.Quotes, tc.want)
+			}
+			if st.Requests[0].Quotes.Quotes != 0 {
+				t.Errorf("request 1 found quotes %+v with no tool result before it", st.Requests[0].Quotes)
+			}
+			if tc.want.Lost > 0 {
+				if len(st.Lost) != 2 || st.Lost[0].Request != 1 || st.Lost[0].Line != "func computeTotalPrice(items []Item) int {" {
+					t.Errorf("lost examples %+v", st.Lost)
+				}
+			} else if len(st.Lost) != 0 {
+				t.Errorf("lost examples %+v", st.Lost)
+			}
+			want := Ratio(float64(tc.want.Kept+tc.want.Retrievable), 2)
+			if tot.Quotes.Retention() != want {
+				t.Errorf("retention %v, want %v", tot.Quotes.Retention(), want)
+			}
+		})
+	}
+}
+
+// An Edit's old_string quotes the file it read, line by line.
+func TestQuoteInToolInput(t *testing.T) {
+	edit := `{"role":"assistant","content":[{"type":"text","text":"Fixing it."},{"type":"tool_use","id":"t2","name":"Edit","input":{"file_path":"/p.go","old_string":` +
+		q("func computeTotalPrice(items []Item) int {\n\treturn 0") + `,"new_string":"x"}}]}`
+	st, err := Measure("q", quoteStream(edit), func(b []byte) (Outcome, error) { return Outcome{Body: b}, nil }, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Totals().Quotes; got != (QuoteStats{Quotes: 1, Kept: 1}) {
+		t.Errorf("quotes %+v, want 1 kept", got)
+	}
+}
+
+// A line printed by QuoteBoilerplate tool results or more is a tool's
+// fixed reply, not a quote; one printed by fewer is.
+func TestQuoteBoilerplate(t *testing.T) {
+	line := "Todos have been modified successfully, keep going"
+	for _, n := range []int{QuoteBoilerplate - 1, QuoteBoilerplate} {
+		msgs := []string{`{"role":"user","content":"go"}`}
+		for i := range n {
+			msgs = append(msgs,
+				fmt.Sprintf(`{"role":"assistant","content":[{"type":"tool_use","id":"t%d","name":"TodoWrite","input":{}}]}`, i),
+				fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":%s}]}`, i, q(line)))
+		}
+		c, err := anthropic.Parse(body(msgs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := newQuoteTracker(nil)
+		tr.observe(c, true)
+		got := tr.quoted([]byte(answerText(line)))
+		if want := n < QuoteBoilerplate; (len(got) == 1) != want {
+			t.Errorf("line in %d results: quoted %v, want quote %v", n, got, want)
+		}
+	}
+}
+
+// A compaction restarts the history: lines of results before it are no
+// longer quotable.
+func TestQuoteReset(t *testing.T) {
+	stream := quoteStream(answerText("- // totals are computed in cents, never floats"))
+	stream = append(stream, Request{
+		Body:   body(`{"role":"user","content":"summary of what happened so far, nothing else"}`),
+		Reset:  true,
+		Answer: []byte(answerText("- // totals are computed in cents, never floats")),
+	})
+	st, err := Measure("q", stream, func(b []byte) (Outcome, error) { return Outcome{Body: b}, nil }, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Requests[1].Quotes.Quotes != 1 || st.Requests[2].Quotes.Quotes != 0 {
+		t.Errorf("quotes before/after the reset: %+v, %+v", st.Requests[1].Quotes, st.Requests[2].Quotes)
+	}
+}
+
+func TestQuoteHelpers(t *testing.T) {
+	for in, want := range map[string]string{
+		"     12→\tfoo := bar()": "foo := bar()",
+		"12\tcat -n style line":  "cat -n style line",
+		"  plain  ":              "plain",
+		"2024 was a year":        "2024 was a year",
+	} {
+		if got := normLine(in); got != want {
+			t.Errorf("normLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]bool{
+		"short line":                              false,
+		"1234567890 1234567890 1234567890":        false, // too few letters
+		"a perfectly ordinary sentence here":      true,
+		"import \"github.com/ctxguard/ctxguard\"": false,
+		"from collections import OrderedDict":     false,
+		"#!/usr/bin/env python3 with options":     false,
+	} {
+		if got := distinctive(in); got != want {
+			t.Errorf("distinctive(%q) = %v, want %v", in, got, want)
+		}
+	}
+	text := "see blob abcdefghijklm] and GET http://127.0.0.1:8787/ctxguard/v1/blobs/nopqrstuvwxyz, blob abcdefghijklm again, blob <blob>"
+	if got := strings.Join(blobIDs(text), ","); got != "abcdefghijklm,nopqrstuvwxyz" {
+		t.Errorf("blobIDs = %s", got)
+	}
+	if got := string(decodedStrings(nil, []byte(`{"a":"x\ny","b":["\u00e9"],"c":1}`))); got != "a\nx\ny\nb\né\nc\n" {
+		t.Errorf("decodedStrings = %q", got)
+	}
+	if got := clip("héllo world", 2); got != "h…" {
+		t.Errorf("clip = %q", got)
+	}
+}

@@ -1,0 +1,296 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/ctxguard/ctxguard"
+	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/tokens"
+	"github.com/ctxguard/ctxguard/transcript"
+	"github.com/ctxguard/ctxguard/validate"
+)
+
+// Pipeline is what Run replays sessions through.
+type Pipeline struct {
+	// Passes names the pipeline's passes in order, for the report.
+	Passes []string
+	// New makes the rewriter for one session, with the store it keeps
+	// removed content in (nil if none). It is called once per session,
+	// in order, so each session starts from nothing.
+	New func(s *transcript.Session) (DetailedRewriter, store.Store, error)
+	// Check, if set, judges every rewritten request against its
+	// original; a complaint counts the request invalid.
+	Check func(orig, sent []byte) error
+}
+
+// ValidateOptions are the changes ctxguard's passes may make, as
+// validate.Rewrite checks them: tool results (always), tool inputs and
+// thinking of older turns (clear), cache markers (clear's marker) and the
+// top-level thinking member (the binding setting).
+var ValidateOptions = validate.Options{
+	AllowInputEdits:      true,
+	AllowThinkingRemoval: true,
+	AllowCacheMarkers:    true,
+	AllowTopLevel:        []string{"thinking"},
+}
+
+// GuardPipeline returns the pipeline the proxy runs for cfg: per session a
+// new ctxguard.Guard over a fresh store.Memory, each request through
+// Guard.RewriteBody (the body path of the proxy) with no headers. cfg is
+// validated as serve validates it; dry_run is ignored, since a replay
+// shows what would be sent.
+//
+// Per-pass savings: for a pipeline of n passes the session also runs
+// through Guards that stop after pass 1, 2, ..., n-1 (the same config with
+// the later passes switched off; every decision is a function of the
+// request alone, so these are exactly the bodies the full pipeline had
+// after each pass). This costs a few more pipeline runs per request and
+// knows the passes compress, persist and clear; for a pipeline with
+// another pass the per-pass split is left out.
+func GuardPipeline(cfg config.Config) (Pipeline, error) {
+	cfg.DryRun = false
+	if err := cfg.Validate(); err != nil {
+		return Pipeline{}, err
+	}
+	probe, err := ctxguard.Compile(cfg, &store.Blobs{Store: store.NewMemory()}, nil)
+	if err != nil {
+		return Pipeline{}, err
+	}
+	passes := probe.Passes()
+	stageCfgs, staged := stageConfigs(cfg, passes)
+	p := Pipeline{
+		Passes: passes,
+		Check:  func(orig, sent []byte) error { return validate.Rewrite(orig, sent, ValidateOptions) },
+	}
+	p.New = func(s *transcript.Session) (DetailedRewriter, store.Store, error) {
+		mem := store.NewMemory()
+		g, err := ctxguard.New(cfg, ctxguard.WithStore(mem))
+		if err != nil {
+			return nil, nil, err
+		}
+		var stages []*ctxguard.Guard
+		if staged {
+			for _, sc := range stageCfgs {
+				sg, err := ctxguard.New(sc, ctxguard.WithStore(store.NewMemory()))
+				if err != nil {
+					return nil, nil, err
+				}
+				stages = append(stages, sg)
+			}
+		}
+		ctx := context.Background()
+		rw := func(body []byte) (Outcome, error) {
+			res := g.RewriteBody(ctx, nil, body)
+			if res.Skipped != "" {
+				return Outcome{}, fmt.Errorf("not rewritten: %s", res.Skipped)
+			}
+			out := Outcome{Body: res.Body, Reported: res.Event, Failed: res.Err}
+			if res.Err != nil || !staged || len(passes) == 0 || len(res.Passes) != len(passes) {
+				return out, nil
+			}
+			for i, sg := range stages {
+				sr := sg.RewriteBody(ctx, nil, body)
+				if sr.Err != nil {
+					return Outcome{}, fmt.Errorf("pipeline stopped after pass %s: %w", passes[i], sr.Err)
+				}
+				out.Stages = append(out.Stages, Stage{Name: passes[i], Edits: res.Passes[i].Edits, Body: sr.Body})
+			}
+			last := len(passes) - 1
+			out.Stages = append(out.Stages, Stage{Name: passes[last], Edits: res.Passes[last].Edits, Body: res.Body})
+			return out, nil
+		}
+		return rw, mem, nil
+	}
+	return p, nil
+}
+
+// stageConfigs returns, for passes p1..pn, the configs running p1..pk for
+// k = 1..n-1, or false if a pass is not one it knows how to switch off.
+func stageConfigs(cfg config.Config, passes []string) ([]config.Config, bool) {
+	off := map[string]func(*config.Config){
+		"compress": func(c *config.Config) { c.Compress.Enabled = false },
+		"persist":  func(c *config.Config) { c.Persist.Enabled = false },
+		"clear":    func(c *config.Config) { c.Clear.Enabled = false },
+	}
+	for _, p := range passes {
+		if off[p] == nil {
+			return nil, false
+		}
+	}
+	var out []config.Config
+	for k := 1; k < len(passes); k++ {
+		c := cfg
+		for _, p := range passes[k:] {
+			off[p](&c)
+		}
+		out = append(out, c)
+	}
+	return out, true
+}
+
+// Off returns cfg with every rule switched off: the pipeline forwards
+// every body untouched, the baseline a replay must show as ratio 1.
+func Off(cfg config.Config) config.Config {
+	cfg.Compress.Enabled = false
+	cfg.Persist.Enabled = false
+	cfg.Clear.Enabled = false
+	return cfg
+}
+
+// RunOptions configure Run.
+type RunOptions struct {
+	// Pipeline is what every session is replayed through.
+	Pipeline Pipeline
+	// Build shapes the rebuilt requests (system prompt, tools, model);
+	// the zero value uses transcript.DefaultProfile.
+	Build transcript.BuildOptions
+	// Prices prices the requests; nil uses DefaultPrices.
+	Prices PriceTable
+	// Progress, if set, is called after every request with the number of
+	// requests replayed so far and in all.
+	Progress func(done, total int)
+}
+
+// Run replays sessions, in order, and reports on them. Each session's
+// requests are rebuilt as its client sent them (transcript.Builder: request
+// k holds everything before assistant message k, from the last compaction
+// on, with the profile's system prompt and tools), sent through a rewriter
+// made for that session alone, and measured (Measure). A session that
+// cannot be replayed is reported with its error; Run itself fails only
+// for a missing pipeline.
+//
+// The estimator's accuracy against the usage the transcripts recorded
+// (tokens.Accuracy, before and after calibration) is part of the report.
+func Run(sessions []*transcript.Session, opt RunOptions) (*Report, error) {
+	if opt.Pipeline.New == nil {
+		return nil, fmt.Errorf("replay: no pipeline")
+	}
+	prices := opt.Prices
+	if prices == nil {
+		prices = DefaultPrices()
+	}
+	total := 0
+	for _, s := range sessions {
+		total += s.Requests()
+	}
+	rep := &Report{Version: ReportVersion, Passes: slices.Clone(opt.Pipeline.Passes), Requests: total}
+	if rep.Passes == nil {
+		rep.Passes = []string{}
+	}
+	files := map[string]bool{}
+	done, base := 0, 0
+	unpriced := map[string]bool{}
+	used := PriceTable{}
+	acc := tokens.Accuracy(sessions, tokens.AccuracyOptions{})
+	for _, s := range sessions {
+		files[s.Path] = true
+		sr := newSessionReport(s)
+		stream, usage, err := sessionStream(s, opt.Build)
+		switch {
+		case err == nil && len(stream) > 0:
+			sr.Model = model.Canonical(stream[0].Model)
+		case opt.Build.Model != "":
+			sr.Model = model.Canonical(opt.Build.Model)
+		}
+		if err == nil {
+			var rw DetailedRewriter
+			var st store.Store
+			rw, st, err = opt.Pipeline.New(s)
+			if err == nil {
+				var stat *SessionStat
+				stat, err = Measure(sr.ID, stream, rw, Options{
+					Check: opt.Pipeline.Check,
+					Store: st,
+					Progress: func() {
+						done++
+						if opt.Progress != nil {
+							opt.Progress(done, total)
+						}
+					},
+				})
+				if stat != nil {
+					sr.fill(stat, stream, usage, prices, unpriced, used)
+				}
+			}
+		}
+		if err != nil {
+			sr.Error = err.Error()
+		}
+		// Requests of a session that stopped early still count as done.
+		base += s.Requests()
+		done = base
+		if opt.Progress != nil {
+			opt.Progress(done, total)
+		}
+		sr.Estimator = sessionEstimate(acc, s.ID)
+		rep.Sessions = append(rep.Sessions, sr)
+	}
+	rep.Files = len(files)
+	rep.finish(acc, unpriced, used)
+	return rep, nil
+}
+
+// sessionStream rebuilds a session's requests with what Measure needs for
+// pricing and quote retention, and the usage the API reported for each.
+func sessionStream(s *transcript.Session, opt transcript.BuildOptions) ([]Request, []*transcript.Usage, error) {
+	b, err := transcript.NewBuilder(s, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]Request, 0, b.Len())
+	usage := make([]*transcript.Usage, 0, b.Len())
+	for k := 0; k < b.Len(); k++ {
+		r, err := b.Request(k)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, Request{Body: r.Body, Reset: r.Reset, Model: r.Model, Answer: s.AppendJSON(nil, r.Message)})
+		usage = append(usage, r.Usage)
+	}
+	return out, usage, nil
+}
+
+// newSessionReport fills what the transcript says about a session.
+func newSessionReport(s *transcript.Session) SessionReport {
+	return SessionReport{
+		ID:         s.ID,
+		Name:       displayName(s),
+		Path:       s.Path,
+		File:       filepath.Base(s.Path),
+		Format:     s.Format.String(),
+		Model:      model.Canonical(s.Model),
+		Sidechain:  s.Sidechain,
+		Parent:     s.Parent,
+		Load:       loadStats(s.Stats),
+		PerRequest: []RequestReport{},
+	}
+}
+
+// displayName is a short name for tables and charts: the first 8
+// characters of a Claude Code session id, "agent-<id>" for a subagent,
+// the file name for SWE-agent.
+func displayName(s *transcript.Session) string {
+	if s.Sidechain {
+		if i := lastIndex(s.ID, "/agent-"); i >= 0 {
+			return s.ID[i+1:]
+		}
+	}
+	if len(s.ID) > 8 && s.Format == transcript.ClaudeCode {
+		return s.ID[:8]
+	}
+	return s.ID
+}
+
+func lastIndex(s, sub string) int {
+	for i := len(s) - len(sub); i >= 0; i-- {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,282 @@
+package replay
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/splice"
+	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/transcript"
+	"github.com/ctxguard/ctxguard/validate"
+)
+
+// testdataDirs are the transcripts of package transcript's tests (real
+// sessions, see transcript/testdata/README.md).
+var testdataDirs = []string{"../transcript/testdata/claude-code", "../transcript/testdata/swe-agent"}
+
+func loadTestdata(t *testing.T) []*transcript.Session {
+	t.Helper()
+	ss, err := transcript.Load(testdataDirs, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) < 6 {
+		t.Fatalf("only %d sessions in %v", len(ss), testdataDirs)
+	}
+	return ss
+}
+
+func testdataReport(t *testing.T, p Pipeline) *Report {
+	t.Helper()
+	rep, err := Run(loadTestdata(t), RunOptions{Pipeline: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// fakePipeline is a stand-in for ctxguard's passes that does not change
+// when they do (so golden files stay put): "noop" changes nothing, and
+// "fakeclear" replaces every string tool result of 200 bytes or more that
+// is older than the last four messages with a stub naming a blob that
+// holds it.
+func fakePipeline() Pipeline {
+	return Pipeline{
+		Passes: []string{"noop", "fakeclear"},
+		Check:  func(orig, sent []byte) error { return validate.Rewrite(orig, sent, ValidateOptions) },
+		New: func(*transcript.Session) (DetailedRewriter, store.Store, error) {
+			mem := store.NewMemory()
+			return func(body []byte) (Outcome, error) {
+				c, err := anthropic.Parse(body)
+				if err != nil {
+					return Outcome{}, err
+				}
+				var set splice.Set
+				for i := 0; i < len(c.Messages)-4; i++ {
+					for _, b := range c.Messages[i].Blocks {
+						if b.Kind != conversation.ToolResult || jsonscan.KindOf(body, b.Content) != jsonscan.String || b.Content.Len() < 200 {
+							continue
+						}
+						text, err := jsonscan.AppendUnquote(nil, c.Bytes(b.Content))
+						if err != nil {
+							return Outcome{}, err
+						}
+						id := store.ID(text)
+						if err := mem.PutBlob(id, text); err != nil {
+							return Outcome{}, err
+						}
+						stub := fmt.Sprintf("[cleared %d bytes, blob %s]", len(text), id)
+						if err := set.Add(splice.Edit{Span: b.Content, Repl: jsonscan.AppendQuote(nil, stub)}); err != nil {
+							return Outcome{}, err
+						}
+					}
+				}
+				out, err := set.Apply(body)
+				if err != nil {
+					return Outcome{}, err
+				}
+				return Outcome{Body: out, Stages: []Stage{{Name: "noop", Body: body}, {Name: "fakeclear", Edits: set.Len(), Body: out}}}, nil
+			}, mem, nil
+		},
+	}
+}
+
+// With every rule off the pipeline forwards every body byte for byte, and
+// the report shows ratios of exactly 1, no events, nothing invalid, on
+// every session of the test data.
+func TestAllRulesOff(t *testing.T) {
+	p, err := GuardPipeline(Off(config.Defaults()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Passes) != 0 {
+		t.Fatalf("passes %v with every rule off", p.Passes)
+	}
+	inner := p.New
+	changed := 0
+	p.New = func(s *transcript.Session) (DetailedRewriter, store.Store, error) {
+		rw, st, err := inner(s)
+		return func(b []byte) (Outcome, error) {
+			out, err := rw(b)
+			if !bytes.Equal(out.Body, b) {
+				changed++
+			}
+			return out, err
+		}, st, err
+	}
+	rep := testdataReport(t, p)
+	if changed != 0 {
+		t.Errorf("%d bodies changed with every rule off", changed)
+	}
+	measured := 0
+	for _, s := range append(rep.Sessions, SessionReport{ID: "TOTAL", Summary: rep.Total}) {
+		if s.Error != "" {
+			t.Errorf("%s: %s", s.ID, s.Error)
+		}
+		if s.TokenRatio != 1 || s.CostRatio != 1 || s.BPCostRatio != 1 || s.OrigUSD != s.SentUSD || s.OrigBPUSD != s.SentBPUSD {
+			t.Errorf("%s: ratios %v %v %v, money %v/%v %v/%v", s.ID, s.TokenRatio, s.CostRatio, s.BPCostRatio, s.SentUSD, s.OrigUSD, s.SentBPUSD, s.OrigBPUSD)
+		}
+		if s.Events != 0 || s.ReportedEvents != 0 || s.Invalid != 0 || s.FailOpen != 0 || s.Quotes.Lost != 0 || s.Quotes.Retrievable != 0 {
+			t.Errorf("%s: events %d (reported %d), invalid %d, fail-open %d, quotes %+v", s.ID, s.Events, s.ReportedEvents, s.Invalid, s.FailOpen, s.Quotes)
+		}
+		if s.ID != "TOTAL" {
+			measured += s.Requests
+		}
+	}
+	if measured == 0 || measured != rep.Total.Requests {
+		t.Errorf("%d requests measured, total says %d", measured, rep.Total.Requests)
+	}
+}
+
+// The default pipeline on the test data: every session replays, every
+// rewritten request is checked, and the per-pass savings add up to each
+// session's saving.
+func TestDefaultPipeline(t *testing.T) {
+	p, err := GuardPipeline(config.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Passes) == 0 {
+		t.Fatal("no passes in the default pipeline")
+	}
+	rep := testdataReport(t, p)
+	checkSums(t, rep)
+	t.Logf("tokens %.3f cost %.3f bp %.3f events %d invalid %d quotes %+v", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.BPCostRatio, rep.Total.Events, rep.Total.Invalid, rep.Total.Quotes)
+}
+
+// checkSums checks the report's internal arithmetic.
+func checkSums(t *testing.T, rep *Report) {
+	t.Helper()
+	var orig, sent, reqs int
+	for _, s := range rep.Sessions {
+		if s.Error != "" {
+			t.Errorf("%s: %s", s.ID, s.Error)
+		}
+		saved := 0
+		for _, p := range s.Passes {
+			saved += p.Saved
+		}
+		if len(s.Passes) > 0 && saved != s.OrigTokens-s.SentTokens {
+			t.Errorf("%s: passes saved %d, the session %d", s.ID, saved, s.OrigTokens-s.SentTokens)
+		}
+		if q := s.Quotes; q.Kept+q.Retrievable+q.Lost != q.Quotes {
+			t.Errorf("%s: quotes %+v do not add up", s.ID, q)
+		}
+		orig += s.OrigTokens
+		sent += s.SentTokens
+		reqs += len(s.PerRequest)
+	}
+	if orig != rep.Total.OrigTokens || sent != rep.Total.SentTokens || reqs != rep.Total.Requests || reqs != rep.Requests {
+		t.Errorf("totals %d %d %d (of %d), sessions sum to %d %d %d", rep.Total.OrigTokens, rep.Total.SentTokens, rep.Total.Requests, rep.Requests, orig, sent, reqs)
+	}
+}
+
+func TestFakePipelineReport(t *testing.T) {
+	rep := testdataReport(t, fakePipeline())
+	checkSums(t, rep)
+	tot := rep.Total
+	if tot.Events == 0 || tot.SentTokens >= tot.OrigTokens || tot.Invalid != 0 {
+		t.Errorf("fake clearing: events %d, tokens %d -> %d, invalid %d", tot.Events, tot.OrigTokens, tot.SentTokens, tot.Invalid)
+	}
+	if rep.Load.Malformed == 0 || rep.Load.repairs() == 0 {
+		t.Errorf("load stats %+v: the test data has malformed lines and repairs", rep.Load)
+	}
+	if rep.Estimator == nil || rep.Estimator.Pairs == 0 {
+		t.Errorf("no estimator accuracy from sessions with usage")
+	}
+}
+
+func TestRunProgress(t *testing.T) {
+	var calls, last, total int
+	_, err := Run(loadTestdata(t), RunOptions{Pipeline: fakePipeline(), Progress: func(d, n int) {
+		if d < last {
+			t.Errorf("progress went back from %d to %d", last, d)
+		}
+		calls++
+		last, total = d, n
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls == 0 || last != total {
+		t.Errorf("%d progress calls, ended at %d of %d", calls, last, total)
+	}
+}
+
+func TestRunNoPipeline(t *testing.T) {
+	if _, err := Run(nil, RunOptions{}); err == nil {
+		t.Error("Run without a pipeline did not fail")
+	}
+}
+
+func TestStageConfigs(t *testing.T) {
+	cfg := config.Defaults()
+	cs, ok := stageConfigs(cfg, []string{"compress", "persist", "clear"})
+	if !ok || len(cs) != 2 {
+		t.Fatalf("stages %d, %v", len(cs), ok)
+	}
+	if !cs[0].Compress.Enabled || cs[0].Persist.Enabled || cs[0].Clear.Enabled {
+		t.Errorf("stage 1 runs %v %v %v", cs[0].Compress.Enabled, cs[0].Persist.Enabled, cs[0].Clear.Enabled)
+	}
+	if !cs[1].Compress.Enabled || !cs[1].Persist.Enabled || cs[1].Clear.Enabled {
+		t.Errorf("stage 2 runs %v %v %v", cs[1].Compress.Enabled, cs[1].Persist.Enabled, cs[1].Clear.Enabled)
+	}
+	if _, ok := stageConfigs(cfg, []string{"compress", "summarize"}); ok {
+		t.Error("an unknown pass was staged")
+	}
+}
+
+// Real sessions from /work/shared/data, when present (three mid-sized
+// ones with edit events, a subagent among them; all 32 files with
+// CTXGUARD_REPLAY_ALL=1, about 4 s): all replay, the arithmetic holds, and
+// with every rule off every ratio is 1.
+func TestSharedData(t *testing.T) {
+	const dir = "/work/shared/data/claude-code"
+	if _, err := os.Stat(dir); err != nil {
+		t.Skip("no shared data:", err)
+	}
+	if testing.Short() {
+		t.Skip("short")
+	}
+	paths := []string{dir}
+	if os.Getenv("CTXGUARD_REPLAY_ALL") == "" {
+		paths = []string{
+			dir + "/57bb5674-54b1-4ce6-9157-2d341cd9bfc1.jsonl",
+			dir + "/ff33b5b0-cc51-4271-a3eb-545a85882e5f.jsonl",
+			dir + "/agent-abc3cb6.jsonl",
+		}
+	}
+	ss, err := transcript.Load(paths, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := GuardPipeline(config.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(ss, RunOptions{Pipeline: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSums(t, rep)
+	t.Logf("tokens %.3f cost %.3f bp %.3f events %d invalid %d quotes %+v", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.BPCostRatio, rep.Total.Events, rep.Total.Invalid, rep.Total.Quotes)
+	off, err := GuardPipeline(Off(config.Defaults()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = Run(ss, RunOptions{Pipeline: off})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.Sessions {
+		if s.CostRatio != 1 || s.BPCostRatio != 1 || s.TokenRatio != 1 || s.Events != 0 || s.Invalid != 0 {
+			t.Errorf("%s with every rule off: %v %v %v, %d events, %d invalid", s.ID, s.TokenRatio, s.CostRatio, s.BPCostRatio, s.Events, s.Invalid)
+		}
+	}
+}
