@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"github.com/ctxguard/ctxguard/internal/stub"
+
 	"fmt"
 	"math"
 	"os"
@@ -124,7 +126,7 @@ func ChartSVG(r *Report) []byte {
 	b.text(chartMargin, 32, 20, "600", colText, "start", "ctxguard replay: prompt tokens per request, original vs sent")
 	b.text(chartMargin, 56, 13, "400", colMuted, "start", fmt.Sprintf(
 		"%s, %s requests · tokens ×%s · cache-aware cost ×%s (breakpoints ×%s) · %s · %s instead of %s",
-		plural(len(r.Sessions), "session"), commas(t.Requests), ratio(t.TokenRatio), ratio(t.CostRatio), ratio(t.BPCostRatio), plural(t.Events, "edit event"), usd(t.SentUSD), usd(t.OrigUSD)))
+		plural(len(r.Sessions), "session"), stub.Commas(t.Requests), ratio(t.TokenRatio), ratio(t.CostRatio), ratio(t.BPCostRatio), plural(t.Events, "edit event"), usd(t.SentUSD), usd(t.OrigUSD)))
 	legend(&b, chartMargin, 80)
 	y := top
 	for i, s := range ss {

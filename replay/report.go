@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"github.com/ctxguard/ctxguard/internal/stub"
+
 	"encoding/json"
 	"fmt"
 	"io"
@@ -396,9 +398,9 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 		passes = "none (every rule off)"
 	}
 	fmt.Fprintf(&b, "ctxguard replay: %s from %s, %s requests; passes: %s\n",
-		plural(len(r.Sessions), "session"), plural(r.Files, "file"), commas(r.Total.Requests), passes)
+		plural(len(r.Sessions), "session"), plural(r.Files, "file"), stub.Commas(r.Total.Requests), passes)
 	if l := r.Load; l.Malformed > 0 || l.repairs() > 0 {
-		fmt.Fprintf(&b, "loading: %s malformed lines skipped, %d repairs (listed below)\n", commas(l.Malformed), l.repairs())
+		fmt.Fprintf(&b, "loading: %s malformed lines skipped, %d repairs (listed below)\n", stub.Commas(l.Malformed), l.repairs())
 	}
 	b.WriteString("\n")
 
@@ -443,7 +445,7 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 	t := r.Total
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "tokens: %s sent of %s (%.1f%% saved); peak request %s of %s\n",
-		commas(t.SentTokens), commas(t.OrigTokens), 100*(1-t.TokenRatio), commas(t.PeakSent), commas(t.PeakOrig))
+		stub.Commas(t.SentTokens), stub.Commas(t.OrigTokens), 100*(1-t.TokenRatio), stub.Commas(t.PeakSent), stub.Commas(t.PeakOrig))
 	if len(t.Passes) > 0 {
 		var ps []string
 		for _, p := range t.Passes {
@@ -468,10 +470,10 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 	}
 	fmt.Fprintf(&b, "edit events: %d (announced by the pipeline: %d); breaks in the original streams: %d; client compactions: %d\n",
 		t.Events, t.ReportedEvents, t.OrigEvents, t.Compactions)
-	fmt.Fprintf(&b, "validity: %d of %s sent requests invalid; %d forwarded unchanged after a pass failed\n", t.Invalid, commas(t.Requests), t.FailOpen)
+	fmt.Fprintf(&b, "validity: %d of %s sent requests invalid; %d forwarded unchanged after a pass failed\n", t.Invalid, stub.Commas(t.Requests), t.FailOpen)
 	q := t.Quotes
 	fmt.Fprintf(&b, "quote retention: %s answer lines quote a distinctive tool-result line: %s still in the request, %s retrievable, %s lost (%.1f%% retained)\n",
-		commas(q.Quotes), commas(q.Kept), commas(q.Retrievable), commas(q.Lost), 100*q.Retention())
+		stub.Commas(q.Quotes), stub.Commas(q.Kept), stub.Commas(q.Retrievable), stub.Commas(q.Lost), 100*q.Retention())
 	nl := 0
 	for _, s := range rows {
 		for _, l := range s.Lost {
@@ -494,7 +496,7 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 	}
 	if l := r.Load; l.repairs() > 0 || l.Malformed > 0 {
 		fmt.Fprintf(&b, "transcripts: %s lines, %s malformed (skipped), %s records merged, %d synthetic replies skipped\n",
-			commas(l.Lines), commas(l.Malformed), commas(l.Merged), l.Synthetic)
+			stub.Commas(l.Lines), stub.Commas(l.Malformed), stub.Commas(l.Merged), l.Synthetic)
 		for _, k := range repairKinds {
 			if n := l.Repairs[k.key]; n > 0 {
 				fmt.Fprintf(&b, "  repaired: %d %s\n", n, k.what)
@@ -530,9 +532,9 @@ func writeRequests(b *strings.Builder, s *SessionReport) {
 		}
 		api := "-"
 		if q.APIPrompt > 0 {
-			api = commas(q.APIPrompt)
+			api = stub.Commas(q.APIPrompt)
 		}
-		fmt.Fprintf(b, "  %5d %9s %9s %10.0f %10.0f %10.0f %10.0f %9s  %s\n", q.Index, commas(q.OrigTokens), commas(q.SentTokens),
+		fmt.Fprintf(b, "  %5d %9s %9s %10.0f %10.0f %10.0f %10.0f %9s  %s\n", q.Index, stub.Commas(q.OrigTokens), stub.Commas(q.SentTokens),
 			q.OrigCost, q.SentCost, q.OrigBPCost, q.SentBPCost, api, strings.Join(notes, ", "))
 	}
 }
@@ -567,22 +569,6 @@ func human(n int) string {
 		return strconv.FormatFloat(float64(n)/1e6, 'f', 2, 64) + "M"
 	}
 	return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + "M"
-}
-
-// commas formats n with thousands separators.
-func commas(n int) string {
-	s := strconv.Itoa(n)
-	if n < 0 {
-		return "-" + commas(-n)
-	}
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
 }
 
 func usd(x float64) string {
@@ -625,7 +611,7 @@ func (p *ProgressBar) Update(done, total int) {
 		frac = 1
 	}
 	n := min(int(frac*float64(w)), w)
-	fmt.Fprintf(p.W, "\rreplaying [%s%s] %3.0f%% %s/%s requests", strings.Repeat("#", n), strings.Repeat("-", w-n), 100*frac, commas(done), commas(total))
+	fmt.Fprintf(p.W, "\rreplaying [%s%s] %3.0f%% %s/%s requests", strings.Repeat("#", n), strings.Repeat("-", w-n), 100*frac, stub.Commas(done), stub.Commas(total))
 	p.shown = true
 }
 

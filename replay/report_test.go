@@ -263,19 +263,6 @@ func TestProgressBar(t *testing.T) {
 	}
 }
 
-func TestHumanCommas(t *testing.T) {
-	for n, want := range map[int]string{0: "0", 999: "999", 1500: "1.5K", 12_345: "12K", 2_500_000: "2.50M", 25_000_000: "25.0M"} {
-		if got := human(n); got != want {
-			t.Errorf("human(%d) = %q, want %q", n, got, want)
-		}
-	}
-	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -4200: "-4,200"} {
-		if got := commas(n); got != want {
-			t.Errorf("commas(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // golden compares got with testdata/name, or rewrites it with -update.
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()

@@ -1,6 +1,8 @@
 package transcript
 
 import (
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+
 	"fmt"
 	"strconv"
 	"strings"
@@ -147,7 +149,7 @@ func (b *Builder) build(first, end int, model string, marked bool) ([]byte, int)
 	}
 	body := make([]byte, 0, size+64)
 	body = append(body, `{"model":`...)
-	body = appendQuote(body, model)
+	body = jsonscan.AppendQuote(body, model)
 	body = append(body, `,"messages":[`...)
 	stable := -1
 	slot := 0
@@ -208,7 +210,7 @@ func (b *Builder) renderMarked(i, first int) []byte {
 func (b *Builder) appendMessage(dst []byte, i int, withReminder, marked bool) []byte {
 	m := &b.s.Messages[i]
 	dst = append(dst, `{"role":`...)
-	dst = appendQuote(dst, string(m.Role))
+	dst = jsonscan.AppendQuote(dst, string(m.Role))
 	dst = append(dst, `,"content":`...)
 	if !marked && !withReminder && m.Role == User && len(m.Blocks) == 1 && m.Blocks[0].plain != nil {
 		dst = append(dst, m.Blocks[0].plain...)
@@ -257,7 +259,7 @@ func (b *Builder) buildTail() []byte {
 		}
 		nsys++
 		t = append(t, `{"type":"text","text":`...)
-		t = appendQuote(t, text)
+		t = jsonscan.AppendQuote(t, text)
 		if i > 0 {
 			t = append(t, `,"cache_control":{"type":"ephemeral"}`...)
 		}
@@ -269,18 +271,18 @@ func (b *Builder) buildTail() []byte {
 		t = appendCompact(t, p.Tools)
 	}
 	uid := []byte(`{"device_id":`)
-	uid = appendQuote(uid, p.DeviceID)
+	uid = jsonscan.AppendQuote(uid, p.DeviceID)
 	uid = append(uid, `,"account_uuid":"","session_id":`...)
-	uid = appendQuote(uid, b.s.ClientSessionID)
+	uid = jsonscan.AppendQuote(uid, b.s.ClientSessionID)
 	uid = append(uid, '}')
 	t = append(t, `,"metadata":{"user_id":`...)
-	t = appendQuote(t, string(uid))
+	t = jsonscan.AppendQuote(t, string(uid))
 	t = append(t, `},"max_tokens":`...)
 	t = strconv.AppendInt(t, int64(p.MaxTokens), 10)
 	t = append(t, `,"thinking":{"type":"adaptive"},"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]}`...)
 	if p.Effort != "" {
 		t = append(t, `,"output_config":{"effort":`...)
-		t = appendQuote(t, p.Effort)
+		t = jsonscan.AppendQuote(t, p.Effort)
 		t = append(t, '}')
 	}
 	return append(t, `,"stream":true}`...)

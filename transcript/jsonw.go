@@ -1,8 +1,6 @@
 package transcript
 
 import (
-	"unicode/utf8"
-
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 )
 
@@ -50,60 +48,7 @@ func appendCompact(dst, v []byte) []byte {
 // compact returns a compact copy of the valid JSON value v.
 func compact(v []byte) []byte { return appendCompact(make([]byte, 0, len(v)), v) }
 
-const hexDigits = "0123456789abcdef"
-
-// appendQuote appends s as a JSON string the way JavaScript's
-// JSON.stringify writes it (which is what Claude Code sends): '"' and '\'
-// escaped, \b \f \n \r \t for those controls, \u00xx (lower-case hex) for
-// the other controls below 0x20, everything else, non-ASCII, '<', '>',
-// '&', U+2028 and U+2029 included, written as is. Invalid UTF-8 becomes
-// U+FFFD, since a JavaScript string cannot hold it.
-func appendQuote(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = append(dst, s[start:i]...)
-				dst = append(dst, "\uFFFD"...)
-				i++
-				start = i
-				continue
-			}
-			i += size
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-func quote(s string) []byte { return appendQuote(nil, s) }
+func quote(s string) []byte { return jsonscan.AppendQuote(nil, s) }
 
 // member returns the value span of the top-level member key of the object
 // raw (the last one, as encoding/json picks), or a zero span.

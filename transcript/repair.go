@@ -20,9 +20,9 @@ func placeholderBlock(text string) Block {
 
 func missingResult(id string) Block {
 	raw := []byte(`{"type":"tool_result","tool_use_id":`)
-	raw = appendQuote(raw, id)
+	raw = jsonscan.AppendQuote(raw, id)
 	raw = append(raw, `,"content":`...)
-	raw = appendQuote(raw, missingResultText)
+	raw = jsonscan.AppendQuote(raw, missingResultText)
 	raw = append(raw, `,"is_error":true}`...)
 	return Block{Type: "tool_result", Raw: raw, ID: id}
 }

@@ -236,7 +236,7 @@ func toolResults(raw []byte, content span, st *Stats) []Block {
 		if i == 0 {
 			b = append(b, body...)
 		} else {
-			b = appendQuote(b, "(output shown with the first call of this step)")
+			b = jsonscan.AppendQuote(b, "(output shown with the first call of this step)")
 		}
 		b = append(b, '}')
 		id, _ := jsonscan.Unquote(idRaw)

@@ -182,3 +182,26 @@ func FuzzQuote(f *testing.F) {
 		}
 	})
 }
+
+// FuzzUnquote: Unquote agrees with encoding/json on every literal the
+// scanner accepts, with AppendQuote's output and with heavily escaped
+// forms.
+func FuzzUnquote(f *testing.F) {
+	f.Add(`"\ud83d\ude00 \ud83d x \udc00 \u00e9 \/ \\n"`)
+	f.Add("\"\xff\xfe bad utf8\"")
+	f.Add(`"plain text, long enough to take the bulk path of the decoder"`)
+	f.Fuzz(func(t *testing.T, s string) {
+		lits := [][]byte{AppendQuote(nil, s)}
+		if v, err := Value([]byte(s), 0); err == nil && v.Start == 0 && v.End == len(s) && s[0] == '"' {
+			lits = append(lits, []byte(s))
+		}
+		for _, lit := range lits {
+			var want string
+			werr := json.Unmarshal(lit, &want)
+			got, gerr := Unquote(lit)
+			if (werr == nil) != (gerr == nil) || (werr == nil && got != want) {
+				t.Fatalf("Unquote(%q) = %q, %v; encoding/json: %q, %v", lit, got, gerr, want, werr)
+			}
+		}
+	})
+}

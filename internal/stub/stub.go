@@ -9,8 +9,11 @@ import "strconv"
 
 // Commas formats n with thousands separators: 12345 -> "12,345".
 func Commas(n int) string {
+	if n < 0 {
+		return "-" + Commas(-n)
+	}
 	s := strconv.Itoa(n)
-	if n < 0 || len(s) <= 3 {
+	if len(s) <= 3 {
 		return s
 	}
 	b := make([]byte, 0, len(s)+len(s)/3)

@@ -1,6 +1,8 @@
 package compress
 
 import (
+	"github.com/ctxguard/ctxguard/internal/stub"
+
 	"bytes"
 	"math/rand/v2"
 	"strings"
@@ -24,7 +26,7 @@ func TestRawChecksAgreeWithText(t *testing.T) {
 	var snap strings.Builder
 	snap.WriteString("- Page Snapshot:\n")
 	for i := 0; snap.Len() < 600; i++ {
-		snap.WriteString("  - link [ref=e" + commas(i) + "]\n")
+		snap.WriteString("  - link [ref=e" + stub.Commas(i) + "]\n")
 	}
 	pieces := []string{
 		"plain words ", "é", "😀", "\n", "\r\n", "\r", "\t", "/", "\\", "\"", "\x1b[31m", "\x1b", "\x00",

@@ -309,7 +309,7 @@ func (p *Pass) textEdit(body []byte, sp conversation.Span, set *settings, tool s
 	if !p.mayChange(raw, set) {
 		return splice.Edit{}, false, nil
 	}
-	s, err := unquote(lit)
+	s, err := jsonscan.Unquote(lit)
 	if err != nil {
 		return splice.Edit{}, false, fmt.Errorf("tool result text at %d: %w", sp.Start, err)
 	}

@@ -1,6 +1,8 @@
 package compress
 
 import (
+	"github.com/ctxguard/ctxguard/internal/stub"
+
 	"strings"
 	"unicode/utf8"
 )
@@ -47,7 +49,7 @@ func headTail(s string, n, keep int, share float64, maxTail int, marker func(cut
 	lines := strings.Count(s, "\n") + 1
 	// The longest marker this cut can need: "line L" may become "lines F-L"
 	// with F <= L. Two newlines go around it.
-	reserve := utf8.RuneCountInString(marker(n, lines, lines)) + 2 + len(commas(lines)) + 2
+	reserve := utf8.RuneCountInString(marker(n, lines, lines)) + 2 + len(stub.Commas(lines)) + 2
 	budget := keep - reserve
 	if budget <= 0 {
 		return s
@@ -103,7 +105,7 @@ func capChars(s string, max int, headRatio float64, tool string) string {
 	if n <= max {
 		return s
 	}
-	limit := "cap " + commas(max) + " chars" + forTool(tool)
+	limit := "cap " + stub.Commas(max) + " chars" + forTool(tool)
 	return headTail(s, n, max, headRatio, -1, func(cut, first, last int) string {
 		return cutMarker(cut, first, last, limit)
 	})
@@ -141,7 +143,7 @@ func cutSnapshot(s string, c *SnapshotConfig) string {
 	if n <= c.TriggerChars || !isSnapshot(s) {
 		return s
 	}
-	limit := "page snapshot limit " + commas(c.MaxChars) + " chars"
+	limit := "page snapshot limit " + stub.Commas(c.MaxChars) + " chars"
 	return headTail(s, n, c.MaxChars, c.HeadRatio, c.MaxTailChars, func(cut, first, last int) string {
 		return cutMarker(cut, first, last, limit)
 	})

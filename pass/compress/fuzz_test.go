@@ -173,27 +173,3 @@ func FuzzPass(f *testing.F) {
 		}
 	})
 }
-
-// FuzzUnquote checks unquote against jsonscan.Unquote on valid literals,
-// written by AppendQuote or with extra escapes, and on the raw fuzz bytes
-// when the scanner accepts them as a string.
-func FuzzUnquote(f *testing.F) {
-	for _, s := range fuzzSeeds(f) {
-		f.Add(s)
-	}
-	f.Add(`"\ud83d\ude00 \ud83d x \udc00 \u00e9 \/ \\n"`)
-	f.Add("\"\xff\xfe bad utf8\"")
-	f.Fuzz(func(t *testing.T, s string) {
-		lits := [][]byte{jsonscan.AppendQuote(nil, s), quoteEscaped(s)}
-		if v, err := jsonscan.Value([]byte(s), 0); err == nil && v.Start == 0 && v.End == len(s) && s[0] == '"' {
-			lits = append(lits, []byte(s))
-		}
-		for _, lit := range lits {
-			want, werr := jsonscan.Unquote(lit)
-			got, gerr := unquote(lit)
-			if got != want || (werr == nil) != (gerr == nil) {
-				t.Fatalf("unquote(%q) = %q, %v; jsonscan.Unquote = %q, %v", lit, got, gerr, want, werr)
-			}
-		}
-	})
-}

@@ -1,6 +1,8 @@
 package compress
 
 import (
+	"github.com/ctxguard/ctxguard/internal/stub"
+
 	"flag"
 	"os"
 	"path/filepath"
@@ -21,12 +23,12 @@ func goldenCases(t *testing.T) []struct{ name, tool, in string } {
 	snap.WriteString("### Ran Playwright code\n```js\nawait page.goto('https://example.com');\n```\n### Page state\n- Page URL: https://example.com/\n- Page Title: Example\n- Page Snapshot:\n```yaml\n")
 	snap.WriteString("- generic [active] [ref=e1]:\n  - banner [ref=e2]:\n    - navigation [ref=e3]:\n")
 	for i := 4; snap.Len() < 24_000; i++ {
-		snap.WriteString("      - listitem [ref=e" + commas(i) + "]:\n        - link \"Product " + commas(i) + "\" [ref=e" + commas(i) + "a] [cursor=pointer]:\n          - /url: /products/" + commas(i) + "\n")
+		snap.WriteString("      - listitem [ref=e" + stub.Commas(i) + "]:\n        - link \"Product " + stub.Commas(i) + "\" [ref=e" + stub.Commas(i) + "a] [cursor=pointer]:\n          - /url: /products/" + stub.Commas(i) + "\n")
 	}
 	snap.WriteString("  - contentinfo [ref=e9999]:\n    - paragraph [ref=e10000]: © Example\n```\n")
 	var grep strings.Builder
 	for i := 1; i <= 300; i++ {
-		grep.WriteString("internal/jsonscan/scan.go:" + commas(i) + ":\tfunc f" + commas(i) + "() {}\n")
+		grep.WriteString("internal/jsonscan/scan.go:" + stub.Commas(i) + ":\tfunc f" + stub.Commas(i) + "() {}\n")
 		if i == 7 {
 			grep.WriteString("web/dist/app.min.js:1:" + strings.Repeat("var a=function(){return 1};", 40) + "\n")
 		}

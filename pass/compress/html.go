@@ -1,6 +1,8 @@
 package compress
 
 import (
+	"github.com/ctxguard/ctxguard/internal/stub"
+
 	"strings"
 	"unicode/utf8"
 )
@@ -122,7 +124,7 @@ func (p *Pass) reduceHTML(s string) string {
 	if err != nil {
 		return s // not cached: an error is not a result
 	}
-	out := "[ctxguard converted " + commas(n) + " chars of HTML to Markdown; scripts and styles removed]\n\n" + strings.TrimSpace(md) + "\n"
+	out := "[ctxguard converted " + stub.Commas(n) + " chars of HTML to Markdown; scripts and styles removed]\n\n" + strings.TrimSpace(md) + "\n"
 	if len(out) >= len(s) || utf8.RuneCountInString(out) > n {
 		return s // no saving: leave the page as it is
 	}
@@ -170,7 +172,7 @@ func stripScripts(s string) string {
 		content := s[bodyStart:bodyEnd]
 		if strings.TrimSpace(content) != "" {
 			runes := utf8.RuneCountInString(content)
-			marker := "[... ctxguard removed " + commas(runes) + " chars of " + name + " ...]"
+			marker := "[... ctxguard removed " + stub.Commas(runes) + " chars of " + name + " ...]"
 			if len(marker) < len(content) && len(marker) <= runes {
 				if b.Len() == 0 {
 					b.Grow(len(s))

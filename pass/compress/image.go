@@ -1,6 +1,8 @@
 package compress
 
 import (
+	"github.com/ctxguard/ctxguard/internal/stub"
+
 	"bytes"
 
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
@@ -66,7 +68,7 @@ func imageEdit(body []byte, sp jsonscan.Span) (splice.Edit, bool) {
 		if media == "" {
 			media = "image"
 		}
-		text = "[ctxguard removed an image: " + media + ", " + commas(decodedSize(dataLen)) + " bytes]"
+		text = "[ctxguard removed an image: " + media + ", " + stub.Commas(decodedSize(dataLen)) + " bytes]"
 	case kind == "url" && url != "":
 		text = "[ctxguard removed an image: " + url + "]"
 	default:

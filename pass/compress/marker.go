@@ -1,7 +1,8 @@
 package compress
 
 import (
-	"strconv"
+	"github.com/ctxguard/ctxguard/internal/stub"
+
 	"strings"
 	"unicode/utf8"
 )
@@ -9,27 +10,11 @@ import (
 // Markers are ASCII apart from the tool name, short, and a pure function
 // of what was cut: no times, no random IDs.
 
-// commas formats n >= 0 with thousands separators: 12345 -> "12,345".
-func commas(n int) string {
-	s := strconv.Itoa(n)
-	if n < 0 || len(s) <= 3 {
-		return s
-	}
-	b := make([]byte, 0, len(s)+len(s)/3)
-	for i := 0; i < len(s); i++ {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b = append(b, ',')
-		}
-		b = append(b, s[i])
-	}
-	return string(b)
-}
-
 func lineRange(first, last int) string {
 	if first == last {
-		return "line " + commas(first)
+		return "line " + stub.Commas(first)
 	}
-	return "lines " + commas(first) + "-" + commas(last)
+	return "lines " + stub.Commas(first) + "-" + stub.Commas(last)
 }
 
 // forTool names the tool a limit came from, with a bounded length.
@@ -46,7 +31,7 @@ func forTool(tool string) string {
 
 // cutMarker describes a head + tail cut.
 func cutMarker(cutChars, first, last int, limit string) string {
-	return "[... ctxguard cut " + commas(cutChars) + " chars (" + lineRange(first, last) + "); " + limit + " ...]"
+	return "[... ctxguard cut " + stub.Commas(cutChars) + " chars (" + lineRange(first, last) + "); " + limit + " ...]"
 }
 
 func headMarker(cutLines, first, last, cutChars, limit int, tool string) string {
@@ -54,14 +39,14 @@ func headMarker(cutLines, first, last, cutChars, limit int, tool string) string 
 	if cutLines == 1 {
 		lines = " line ("
 	}
-	return "[... ctxguard cut " + commas(cutLines) + lines + strings.TrimPrefix(strings.TrimPrefix(lineRange(first, last), "lines "), "line ") +
-		", " + commas(cutChars) + " chars); head limit " + commas(limit) + " lines" + forTool(tool) + " ...]"
+	return "[... ctxguard cut " + stub.Commas(cutLines) + lines + strings.TrimPrefix(strings.TrimPrefix(lineRange(first, last), "lines "), "line ") +
+		", " + stub.Commas(cutChars) + " chars); head limit " + stub.Commas(limit) + " lines" + forTool(tool) + " ...]"
 }
 
 func clipMarker(cutChars, limit int) string {
-	return " [... ctxguard clipped " + commas(cutChars) + " chars; line limit " + commas(limit) + " ...]"
+	return " [... ctxguard clipped " + stub.Commas(cutChars) + " chars; line limit " + stub.Commas(limit) + " ...]"
 }
 
 func base64Marker(what string, bytes int) string {
-	return "[... ctxguard removed " + what + ", " + commas(bytes) + " bytes ...]"
+	return "[... ctxguard removed " + what + ", " + stub.Commas(bytes) + " bytes ...]"
 }

@@ -1,6 +1,8 @@
 package compress
 
 import (
+	"github.com/ctxguard/ctxguard/internal/stub"
+
 	"bufio"
 	"bytes"
 	"crypto/sha256"
@@ -32,13 +34,13 @@ func ruleInputs() []struct {
 	longLine := strings.Repeat("m", 3000)
 	var grep strings.Builder
 	for i := 0; i < 400; i++ {
-		grep.WriteString("src/file.go:" + commas(i) + ": match\n")
+		grep.WriteString("src/file.go:" + stub.Commas(i) + ": match\n")
 	}
 	big := strings.Repeat("log line of some output\n", 10_000) // 240K chars
 	var snap strings.Builder
 	snap.WriteString("- Page Snapshot:\n")
 	for i := 0; snap.Len() < 30_000; i++ {
-		snap.WriteString(`  - button "B` + commas(i) + `" [ref=e` + commas(i) + "]\n")
+		snap.WriteString(`  - button "B` + stub.Commas(i) + `" [ref=e` + stub.Commas(i) + "]\n")
 	}
 	return []struct {
 		rule string
@@ -462,15 +464,15 @@ func TestHTMLMemo(t *testing.T) {
 	t.Run("bounded", func(t *testing.T) {
 		m := newHTMLMemo(4000)
 		for i := 0; i < 50; i++ {
-			m.put(memoKey(commas(i)), strings.Repeat("x", 500))
+			m.put(memoKey(stub.Commas(i)), strings.Repeat("x", 500))
 		}
 		if m.size > 4000 || len(m.m) != m.ll.Len() || len(m.m) == 0 {
 			t.Errorf("size %d entries %d/%d", m.size, len(m.m), m.ll.Len())
 		}
-		if _, ok := m.get(memoKey(commas(49))); !ok {
+		if _, ok := m.get(memoKey(stub.Commas(49))); !ok {
 			t.Error("newest entry evicted")
 		}
-		if _, ok := m.get(memoKey(commas(0))); ok {
+		if _, ok := m.get(memoKey(stub.Commas(0))); ok {
 			t.Error("oldest entry kept")
 		}
 		m.put(memoKey("big"), strings.Repeat("x", 2000)) // over a quarter of the limit

@@ -1,6 +1,8 @@
 package compress
 
 import (
+	"github.com/ctxguard/ctxguard/internal/stub"
+
 	"encoding/base64"
 	"strings"
 	"testing"
@@ -68,20 +70,20 @@ func TestReplaceBase64(t *testing.T) {
 	random := b64([]byte("not an image"), 600) // long, but no signature
 	sha := "sha512-" + b64(nil, 64)
 	short := b64([]byte("\x89PNG\r\n\x1a\n"), 20)
-	pngBytes := commas(decodedSize(countB64(png)))
+	pngBytes := stub.Commas(decodedSize(countB64(png)))
 	f := func(s string) string { return replaceBase64(s, 256, true) }
 	runCases(t, f, []tcase{
 		{"none", "no base64 here", "no base64 here"},
 		{"data uri", `<img src="data:image/png;base64,` + png + `">`,
 			`<img src="[... ctxguard removed data:image/png;base64, ` + pngBytes + ` bytes ...]">`},
 		{"data uri with params", "url(data:font/woff2;charset=utf-8;base64," + random + ")",
-			"url([... ctxguard removed data:font/woff2;base64, " + commas(decodedSize(countB64(random))) + " bytes ...])"},
+			"url([... ctxguard removed data:font/woff2;base64, " + stub.Commas(decodedSize(countB64(random))) + " bytes ...])"},
 		{"data uri without media type", "data:;base64," + random,
-			"[... ctxguard removed data:text/plain;base64, " + commas(decodedSize(countB64(random))) + " bytes ...]"},
+			"[... ctxguard removed data:text/plain;base64, " + stub.Commas(decodedSize(countB64(random))) + " bytes ...]"},
 		{"short data uri kept", "data:image/png;base64," + short, "data:image/png;base64," + short},
 		{"bare png", `{"screenshot":"` + png + `"}`, `{"screenshot":"[... ctxguard removed base64 image/png, ` + pngBytes + ` bytes ...]"}`},
-		{"bare jpeg", "img: " + jpeg + "\n", "img: [... ctxguard removed base64 image/jpeg, " + commas(decodedSize(countB64(jpeg))) + " bytes ...]\n"},
-		{"bare pdf", pdf, "[... ctxguard removed base64 application/pdf, " + commas(decodedSize(countB64(pdf))) + " bytes ...]"},
+		{"bare jpeg", "img: " + jpeg + "\n", "img: [... ctxguard removed base64 image/jpeg, " + stub.Commas(decodedSize(countB64(jpeg))) + " bytes ...]\n"},
+		{"bare pdf", pdf, "[... ctxguard removed base64 application/pdf, " + stub.Commas(decodedSize(countB64(pdf))) + " bytes ...]"},
 		{"bare without signature kept", "key: " + random, "key: " + random},
 		{"hash kept", "integrity " + sha, "integrity " + sha},
 		{"signature inside a word kept", "x" + png, "x" + png},
@@ -183,7 +185,7 @@ func TestReduceHTML(t *testing.T) {
 func TestCapChars(t *testing.T) {
 	var lines []string
 	for i := 1; i <= 1000; i++ {
-		lines = append(lines, strings.Repeat("x", 20)+" "+commas(i))
+		lines = append(lines, strings.Repeat("x", 20)+" "+stub.Commas(i))
 	}
 	s := strings.Join(lines, "\n")
 	got := capChars(s, 2000, 0.7, "Grep")
@@ -212,7 +214,7 @@ func TestCapChars(t *testing.T) {
 		j := strings.Index(got, "...]\n") + 5
 		head, tail := i/2, (len(got)-j)/2 // kept lines
 		want := strings.Repeat("a\n", head) +
-			"[... ctxguard cut " + commas(600-2*head-2*tail) + " chars (lines " + commas(head+1) + "-" + commas(300-tail) + "); cap 300 chars ...]\n" +
+			"[... ctxguard cut " + stub.Commas(600-2*head-2*tail) + " chars (lines " + stub.Commas(head+1) + "-" + stub.Commas(300-tail) + "); cap 300 chars ...]\n" +
 			strings.Repeat("a\n", tail)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
@@ -241,7 +243,7 @@ func TestCutSnapshot(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("### Page state\n- Page URL: https://example.com/\n- Page Snapshot:\n```yaml\n")
 	for i := 0; b.Len() < 40_000; i++ {
-		b.WriteString(`  - link "Item ` + commas(i) + `" [ref=e` + commas(i) + `] [cursor=pointer]` + "\n")
+		b.WriteString(`  - link "Item ` + stub.Commas(i) + `" [ref=e` + stub.Commas(i) + `] [cursor=pointer]` + "\n")
 	}
 	b.WriteString("```\n")
 	snap := b.String()
@@ -309,8 +311,8 @@ func TestClipLines(t *testing.T) {
 
 func TestCommas(t *testing.T) {
 	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 12345: "12,345", 1234567: "1,234,567"} {
-		if got := commas(n); got != want {
-			t.Errorf("commas(%d) = %q, want %q", n, got, want)
+		if got := stub.Commas(n); got != want {
+			t.Errorf("stub.Commas(%d) = %q, want %q", n, got, want)
 		}
 	}
 }
