@@ -6,8 +6,8 @@
 //
 // The layers, bottom up:
 //
-//   - measure.go: a request linearized in the order the API reads it, the
-//     byte-prefix cost model and the breakpoint cache model.
+//   - package internal/prompt: a request linearized in the order the API
+//     reads it, the byte-prefix cost model and the breakpoint cache model.
 //   - Session / Measure (this file): one session's stream through one
 //     rewriter, measured request by request.
 //   - quote.go: quote retention.
@@ -20,6 +20,8 @@
 package replay
 
 import (
+	"github.com/ctxguard/ctxguard/internal/prompt"
+
 	"bytes"
 	"fmt"
 
@@ -257,8 +259,8 @@ func Session(name string, stream []Request, rw Rewriter, opt Options) (*SessionS
 // records announced events and fail-open failures.
 func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*SessionStat, error) {
 	st := &SessionStat{Name: name}
-	var prevOrig, prevSent *prompt
-	var bpOrig, bpSent breakpointCache
+	var prevOrig, prevSent *prompt.Prompt
+	var bpOrig, bpSent prompt.BreakpointCache
 	quotes := newQuoteTracker(opt.Store)
 	for i, req := range stream {
 		body := req.Body
@@ -274,27 +276,27 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 		if err != nil {
 			return st, fmt.Errorf("%s request %d: original: %w", name, i, err)
 		}
-		po := linearizeConv(co)
+		po := prompt.FromConversation(co)
 		ps := po
 		if !bytes.Equal(sent, body) {
-			if ps, err = linearize(sent); err != nil {
+			if ps, err = prompt.Parse(sent); err != nil {
 				return st, fmt.Errorf("%s request %d: rewritten: %w", name, i, err)
 			}
 		}
 		r := RequestStat{
 			Model:     req.Model,
 			OrigBytes: len(body), SentBytes: len(sent),
-			OrigTokens: po.tokens, SentTokens: ps.tokens,
-			OrigRead: prefixRead(prevOrig, po), SentRead: prefixRead(prevSent, ps),
-			OrigBPRead: bpOrig.read(po), SentBPRead: bpSent.read(ps),
+			OrigTokens: po.Tokens(), SentTokens: ps.Tokens(),
+			OrigRead: prompt.PrefixRead(prevOrig, po), SentRead: prompt.PrefixRead(prevSent, ps),
+			OrigBPRead: bpOrig.Read(po), SentBPRead: bpSent.Read(ps),
 			Reported: out.Reported, Failed: out.Failed,
 		}
-		r.OrigCost, r.SentCost = priced(po, r.OrigRead), priced(ps, r.SentRead)
-		r.OrigBPCost, r.SentBPCost = priced(po, r.OrigBPRead), priced(ps, r.SentBPRead)
+		r.OrigCost, r.SentCost = prompt.Priced(po, r.OrigRead), prompt.Priced(ps, r.SentRead)
+		r.OrigBPCost, r.SentBPCost = prompt.Priced(po, r.OrigBPRead), prompt.Priced(ps, r.SentBPRead)
 		if prevSent != nil {
-			_, ext := sharedTokens(prevSent, ps)
+			_, ext := prompt.Shared(prevSent, ps)
 			r.Event = !ext
-			if _, ext := sharedTokens(prevOrig, po); !ext {
+			if _, ext := prompt.Shared(prevOrig, po); !ext {
 				st.OrigEvents++
 			}
 		}
@@ -327,17 +329,17 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 
 // stageSavings measures the tokens each stage saved against the one
 // before it (the first against the original).
-func stageSavings(po *prompt, body []byte, stages []Stage) ([]PassTokens, error) {
+func stageSavings(po *prompt.Prompt, body []byte, stages []Stage) ([]PassTokens, error) {
 	out := make([]PassTokens, len(stages))
-	prevBody, prevTok := body, po.tokens
+	prevBody, prevTok := body, po.Tokens()
 	for i, s := range stages {
 		tok := prevTok
 		if !bytes.Equal(s.Body, prevBody) {
-			p, err := linearize(s.Body)
+			p, err := prompt.Parse(s.Body)
 			if err != nil {
 				return nil, fmt.Errorf("after pass %s: %w", s.Name, err)
 			}
-			tok = p.tokens
+			tok = p.Tokens()
 		}
 		out[i] = PassTokens{Name: s.Name, Edits: s.Edits, Saved: prevTok - tok}
 		prevBody, prevTok = s.Body, tok

@@ -30,7 +30,7 @@ package clear
 // re-encoding its last message):
 //
 //  7. stickiness: the rewritten request N+1 extends the rewritten request N
-//     (the normalization of replay.Extends, see extends: cache_control
+//     (the normalization of prompt.Extends: cache_control
 //     members and the client's string re-encoding of a message ignored) unless
 //     the plan has an edit event at N+1; and, unless there is an event at
 //     N+1, byte for byte from the messages array up to the message the
@@ -57,6 +57,8 @@ package clear
 // TestTrimValid and TestTrimFirstStub (trimming).
 
 import (
+	"github.com/ctxguard/ctxguard/internal/prompt"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -71,7 +73,6 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pipeline"
@@ -83,110 +84,14 @@ import (
 
 const propBaseURL = "http://127.0.0.1:8787"
 
-// extends reports whether request b extends request a as the prompt cache
-// sees them, with the normalization of replay.Extends (replay/measure.go,
-// linearize): b's prompt in the API's order (tools, system, then every
-// block of every message) starts with all of a's, where cache_control
-// members are ignored and a message sent as a plain string equals one text
-// block holding the same string bytes. (Package clear's tests cannot
-// import replay, which imports ctxguard, which imports clear; this is the
-// same rule, written again.)
-func extends(a, b []byte) (bool, error) {
-	sa, err := promptSegments(a)
-	if err != nil {
-		return false, err
-	}
-	sb, err := promptSegments(b)
-	if err != nil {
-		return false, err
-	}
-	return segmentsExtend(sa, sb), nil
-}
+// extends reports whether request b extends request a as the prompt
+// cache sees them (prompt.Extends).
+func extends(a, b []byte) (bool, error) { return prompt.Extends(a, b) }
 
 // segmentsExtend reports whether prompt b starts with all of prompt a.
-func segmentsExtend(a, b [][]byte) bool {
-	if len(b) < len(a) {
-		return false
-	}
-	for i := range a {
-		if !bytes.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// promptSegments returns the normalized segments of a request's prompt:
-// one per tool, system block and message block.
-func promptSegments(body []byte) ([][]byte, error) {
-	c, err := anthropic.Parse(body)
-	if err != nil {
-		return nil, err
-	}
-	var segs [][]byte
-	each := func(sp conversation.Span, prefix string) {
-		switch jsonscan.KindOf(body, sp) {
-		case jsonscan.Array:
-			it := jsonscan.Elements(body, sp)
-			for v, ok := it.NextElement(); ok; v, ok = it.NextElement() {
-				segs = append(segs, append([]byte(prefix), withoutMarker(body, v)...))
-			}
-		case jsonscan.String:
-			segs = append(segs, append([]byte(prefix), c.Bytes(sp)...))
-		}
-	}
-	each(c.Tools, "tool:")
-	each(c.System, "system:")
-	for _, m := range c.Messages {
-		for bi, b := range m.Blocks {
-			seg := []byte(nil)
-			if bi == 0 {
-				seg = []byte("\x00" + m.Role.String() + ":")
-			}
-			if b.Kind == conversation.Text && (m.ContentString || onlyTextMembers(body, b.Span)) {
-				seg = append(append(append(seg, `{"type":"text","text":`...), c.Bytes(b.Text)...), '}')
-			} else {
-				seg = append(seg, withoutMarker(body, b.Span)...)
-			}
-			segs = append(segs, seg)
-		}
-	}
-	return segs, nil
-}
-
-// onlyTextMembers reports whether a text block has no members besides
-// type, text and cache_control.
-func onlyTextMembers(body []byte, sp conversation.Span) bool {
-	it := jsonscan.Members(body, sp)
-	for k, _, ok := it.NextMember(); ok; k, _, ok = it.NextMember() {
-		if !jsonscan.KeyIs(body, k, "type") && !jsonscan.KeyIs(body, k, "text") && !jsonscan.KeyIs(body, k, "cache_control") {
-			return false
-		}
-	}
-	return true
-}
-
-// withoutMarker returns the value at sp without a top-level cache_control
-// member.
-func withoutMarker(body []byte, sp conversation.Span) []byte {
-	if jsonscan.KindOf(body, sp) != jsonscan.Object {
-		return sp.Bytes(body)
-	}
-	if _, err := jsonscan.Lookup(body, sp, "cache_control"); err != nil {
-		return sp.Bytes(body)
-	}
-	out := []byte{'{'}
-	it := jsonscan.Members(body, sp)
-	for k, v, ok := it.NextMember(); ok; k, v, ok = it.NextMember() {
-		if jsonscan.KeyIs(body, k, "cache_control") {
-			continue
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = append(out, body[k.Start:v.End]...)
-	}
-	return append(out, '}')
+func segmentsExtend(a, b *prompt.Prompt) bool {
+	_, ok := prompt.Shared(a, b)
+	return ok
 }
 
 // propConfig is one configuration the properties are checked under.
@@ -308,7 +213,7 @@ type requested struct {
 	origC      *conversation.Conversation
 	sentC      *conversation.Conversation
 	// The prompts as the cache sees them (see extends).
-	origSegs, sentSegs [][]byte
+	origSegs, sentSegs *prompt.Prompt
 	pl                 plan
 	saved              int // tokens the rewrite saves (estimated on the bodies)
 	// stubbed maps a tool id to the bytes its result content (or input)
@@ -438,10 +343,10 @@ func checkRequest(t testing.TB, pc propConfig, where string, orig []byte, longPi
 	// 5. Stubs and blobs, in both stores.
 	cur.stubResults, cur.stubInputs, cur.dropped = checkStubs(t, where, cur, freshStore, cache)
 	checkStubs(t, where, cur, longStore, cache)
-	if cur.origSegs, err = promptSegments(orig); err != nil {
+	if cur.origSegs, err = prompt.Parse(orig); err != nil {
 		t.Fatal(err)
 	}
-	if cur.sentSegs, err = promptSegments(sent); err != nil {
+	if cur.sentSegs, err = prompt.Parse(sent); err != nil {
 		t.Fatal(err)
 	}
 	// 6. The plan.

@@ -1,4 +1,12 @@
-package replay
+// Package prompt sees a Messages request the way the API's prompt cache
+// does: tools, system, then every block of every message, in that order,
+// with what the cache key ignores normalized away (cache_control members;
+// a message sent as a plain string equals one text block). On that form it
+// says whether one request extends another and prices a request under two
+// cache models: the longest shared prefix, and hits only at cache_control
+// breakpoints with a 20-block lookback. The replay report and the
+// stickiness tests of the history pass both measure with it.
+package prompt
 
 import (
 	"bytes"
@@ -21,13 +29,13 @@ const (
 // the API checks for an earlier cache entry.
 const Lookback = 20
 
-// prompt is a request linearized in the order the API reads it (tools,
+// Prompt is a request linearized in the order the API reads it (tools,
 // system, then each message's blocks), with what the cache key ignores
 // normalized away: cache_control members are dropped, and a message sent
 // as a plain string is the same as one text block. Both cost models work on
 // this form, so the client's moving marker and its string re-encoding of
 // the previous message do not count as changes.
-type prompt struct {
+type Prompt struct {
 	segs   []segment
 	tokens int
 }
@@ -39,19 +47,19 @@ type segment struct {
 	hash   [32]byte
 }
 
-// linearize builds the prompt form of a request body.
-func linearize(body []byte) (*prompt, error) {
+// Parse builds the prompt form of a request body.
+func Parse(body []byte) (*Prompt, error) {
 	c, err := anthropic.Parse(body)
 	if err != nil {
 		return nil, err
 	}
-	return linearizeConv(c), nil
+	return FromConversation(c), nil
 }
 
-// linearizeConv is linearize for a request already parsed.
-func linearizeConv(c *conversation.Conversation) *prompt {
+// FromConversation is Parse for a request already parsed.
+func FromConversation(c *conversation.Conversation) *Prompt {
 	body := c.Body
-	p := &prompt{}
+	p := &Prompt{}
 	add := func(data []byte, tok int, marker bool) {
 		p.segs = append(p.segs, segment{data: data, tokens: tok, marker: marker})
 		p.tokens += tok
@@ -149,10 +157,10 @@ func dropMarker(body []byte, sp conversation.Span) ([]byte, bool) {
 	return append(out, '}'), true
 }
 
-// sharedTokens returns the tokens of the longest byte prefix a and b share
+// Shared returns the tokens of the longest byte prefix a and b share
 // (a partly shared segment counts in proportion to its shared bytes), and
 // whether b starts with all of a.
-func sharedTokens(a, b *prompt) (int, bool) {
+func Shared(a, b *Prompt) (int, bool) {
 	tok := 0
 	for i := range a.segs {
 		if i >= len(b.segs) {
@@ -184,46 +192,46 @@ func commonPrefix(a, b []byte) int {
 	return i
 }
 
-// cost is the cache-aware cost of sending cur after prev (nil for the
+// Cost is the cache-aware cost of sending cur after prev (nil for the
 // first request): the shared prefix at CacheRead, the rest at CacheWrite.
-func cost(prev, cur *prompt) float64 {
-	return priced(cur, prefixRead(prev, cur))
+func Cost(prev, cur *Prompt) float64 {
+	return Priced(cur, PrefixRead(prev, cur))
 }
 
-// prefixRead returns the tokens of cur the prefix model bills as a cache
+// PrefixRead returns the tokens of cur the prefix model bills as a cache
 // read: those of the longest byte prefix cur shares with prev (none when
 // prev is nil).
-func prefixRead(prev, cur *prompt) int {
+func PrefixRead(prev, cur *Prompt) int {
 	if prev == nil {
 		return 0
 	}
-	shared, _ := sharedTokens(prev, cur)
+	shared, _ := Shared(prev, cur)
 	return shared
 }
 
-// priced is the cost of cur in base-input-token units when read of its
+// Priced is the cost of cur in base-input-token units when read of its
 // tokens are cache reads and the rest cache writes.
-func priced(cur *prompt, read int) float64 {
+func Priced(cur *Prompt, read int) float64 {
 	return CacheRead*float64(read) + CacheWrite*float64(cur.tokens-read)
 }
 
-// breakpointCache models the API's cache more strictly: an entry exists
+// BreakpointCache models the API's cache more strictly: an entry exists
 // only for a prefix that ended at a cache_control breakpoint of an earlier
 // request, and a request hits it only from one of its own breakpoints, at
 // most Lookback block boundaries back.
-type breakpointCache struct {
+type BreakpointCache struct {
 	entries map[[32]byte]bool
 }
 
-// cost prices cur and records its breakpoints as cache entries.
-func (bc *breakpointCache) cost(cur *prompt) float64 {
-	return priced(cur, bc.read(cur))
+// Cost prices cur and records its breakpoints as cache entries.
+func (bc *BreakpointCache) Cost(cur *Prompt) float64 {
+	return Priced(cur, bc.Read(cur))
 }
 
-// read returns the tokens of cur billed as cache reads (the longest cached
+// Read returns the tokens of cur billed as cache reads (the longest cached
 // prefix reachable from one of its breakpoints) and records cur's
 // breakpoints as cache entries.
-func (bc *breakpointCache) read(cur *prompt) int {
+func (bc *BreakpointCache) Read(cur *Prompt) int {
 	if bc.entries == nil {
 		bc.entries = map[[32]byte]bool{}
 	}
@@ -252,4 +260,43 @@ func (bc *breakpointCache) read(cur *prompt) int {
 		}
 	}
 	return read
+}
+
+// Tokens returns the prompt's estimated tokens.
+func (p *Prompt) Tokens() int { return p.tokens }
+
+// Segments returns the normalized bytes of each block of the prompt, in
+// the API's order. The slices alias the Prompt.
+func (p *Prompt) Segments() [][]byte {
+	out := make([][]byte, len(p.segs))
+	for i := range p.segs {
+		out[i] = p.segs[i].data
+	}
+	return out
+}
+
+// Extends reports whether request body b extends request body a as the
+// prompt cache sees them: b's prompt, read in the API's order (tools,
+// system, then every block of every message), starts with all of a's,
+// after the same normalization the cost model uses (cache_control members
+// are ignored, and a message sent as a plain string equals one text block
+// holding the same string bytes). So the client's moving cache marker and
+// its string re-encoding of its previous last message do not count as
+// changes; any other byte that differs in a's blocks does.
+//
+// A rewritten request that does not extend the previous rewritten request
+// of its session is an edit event (see replay.Session). Top-level members other
+// than tools, system and messages (model, thinking, metadata, ...) are not
+// compared. The error is a parse error of a or b.
+func Extends(a, b []byte) (bool, error) {
+	pa, err := Parse(a)
+	if err != nil {
+		return false, err
+	}
+	pb, err := Parse(b)
+	if err != nil {
+		return false, err
+	}
+	_, ok := Shared(pa, pb)
+	return ok, nil
 }
