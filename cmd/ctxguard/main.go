@@ -3,6 +3,7 @@
 //	ctxguard serve    [--listen ADDR] [--upstream URL] [--config FILE] ...
 //	ctxguard config   [--config FILE]   print the effective configuration
 //	ctxguard replay   [flags] [PATH...]  what ctxguard would save on transcripts
+//	ctxguard bench    [flags]            the overhead load test
 //
 // Flags override the environment (CTXGUARD_LISTEN, CTXGUARD_UPSTREAM,
 // CTXGUARD_DATA_DIR), which overrides the config file, which overrides the
@@ -33,6 +34,7 @@ commands:
   serve    run the proxy (default 127.0.0.1:8787 -> https://api.anthropic.com)
   config   print the effective configuration as YAML
   replay   what-if report: replay session transcripts through the pipeline
+  bench    measure ctxguard's overhead (loopback load test); --json, --benchfmt
 
 run "ctxguard <command> -h" for the flags of a command
 `
@@ -50,6 +52,8 @@ func main() {
 		err = printConfig(args, os.Stdout)
 	case "replay":
 		err = replay(args)
+	case "bench":
+		err = bench(args)
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 	default:

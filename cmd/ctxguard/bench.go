@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ctxguard/ctxguard/internal/loadtest"
+)
+
+// bench runs the overhead benchmark (internal/loadtest) and prints its
+// report on stdout: as text, with --json as JSON, with --benchfmt in the
+// Go benchmark format for benchstat. Progress goes to stderr. Unless both
+// --ctxguard-bin and --passthrough-bin are given, it must run inside the
+// ctxguard module: it builds ctxguard serve and the passthrough proxy from
+// source.
+//
+//	go run ./cmd/ctxguard bench [--duration 3m] [--sizes 100KB,1MB,5MB] [--concurrency 1,8] [--modes sse,json] [--json | --benchfmt] ...
+func bench(args []string) error {
+	fs := flag.NewFlagSet("ctxguard bench", flag.ContinueOnError)
+	duration := fs.Duration("duration", 3*time.Minute, "measuring time, split over the cases (warm-up and setup on top)")
+	maxReq := fs.Int("max-requests", 2000, "most measured requests per target and case")
+	warmup := fs.Int("warmup", 3, "warm-up rounds per case, not counted")
+	sizes := fs.String("sizes", "100KB,1MB,5MB", "request body sizes")
+	conc := fs.String("concurrency", "1,8", "numbers of concurrent clients")
+	modes := fs.String("modes", "sse,json", "answer modes: sse, json")
+	delay := fs.Duration("upstream-delay", 0, "fake upstream's delay before its response headers")
+	eventDelay := fs.Duration("event-delay", 0, "fake upstream's delay between SSE events")
+	sessions := fs.String("sessions", "", "comma-separated transcript files or folders (default: shared/data/claude-code beside the module, else transcript/testdata/claude-code)")
+	session := fs.String("session", "", "session ID prefix to build bodies from (default: the largest)")
+	root := fs.String("root", "", "module root (default: found from the working directory)")
+	ctBin := fs.String("ctxguard-bin", "", "prebuilt ctxguard binary (with --passthrough-bin; default: build from the module)")
+	ptBin := fs.String("passthrough-bin", "", "prebuilt passthrough binary (internal/loadtest/cmd/passthrough)")
+	ctEnv := fs.String("ctxguard-env", "", "comma-separated KEY=VALUE added to ctxguard's environment only (e.g. GOGC=200)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	benchfmt := fs.Bool("benchfmt", false, "print the report in the Go benchmark format (for benchstat)")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	opt := loadtest.Options{Root: *root, SessionID: *session, Duration: *duration, MaxRequests: *maxReq, Warmup: *warmup,
+		UpstreamDelay: *delay, EventDelay: *eventDelay, CtxguardBin: *ctBin, PassthroughBin: *ptBin}
+	var err error
+	if opt.Sizes, err = loadtest.ParseSizes(*sizes); err != nil {
+		return err
+	}
+	if opt.Concurrency, err = loadtest.ParseInts(*conc); err != nil {
+		return err
+	}
+	if opt.Modes, err = loadtest.ParseModes(*modes); err != nil {
+		return err
+	}
+	if *sessions != "" {
+		opt.Sessions = strings.Split(*sessions, ",")
+	}
+	if *ctEnv != "" {
+		opt.CtxguardEnv = strings.Split(*ctEnv, ",")
+	}
+	if !*quiet {
+		opt.Progress = os.Stderr
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := loadtest.Run(ctx, opt)
+	if err != nil {
+		return err
+	}
+	switch {
+	case *asJSON:
+		return rep.WriteJSON(os.Stdout)
+	case *benchfmt:
+		return rep.WriteBenchfmt(os.Stdout)
+	}
+	return rep.WriteText(os.Stdout)
+}

@@ -1,0 +1,660 @@
+// Package loadtest is ctxguard's overhead benchmark: a reproducible load
+// test on loopback (127.0.0.1 only), bounded in time and in requests, that
+// measures what ctxguard adds to a request's latency compared with going
+// straight to the upstream and with a plain Go reverse proxy. The command
+// is "go run ./cmd/ctxguard bench" (see its -h).
+//
+// # Setup
+//
+// Three targets get the same requests:
+//
+//   - direct: the client talks to the fake upstream itself;
+//   - passthrough: a plain httputil.ReverseProxy (FlushInterval -1), built
+//     from ./internal/loadtest/cmd/passthrough and run as a process of its
+//     own; like ctxguard it enables HTTP/1 full duplex, without which the
+//     stock proxy cuts a few percent of SSE answers under load
+//     (golang/go#40747) and the baseline would count failures;
+//   - ctxguard: "ctxguard serve" built from ./cmd/ctxguard, run as a
+//     process of its own with every pass on (compress, persist, clear, at
+//     their shipped settings), its default log level, and a fresh data
+//     folder in a temporary directory.
+//
+// The fake upstream answers POST /v1/messages in the API's wire format,
+// as JSON or as an SSE stream (answers rendered once by anthropictest: a
+// thinking block, text, a Bash tool call), after a configurable delay. It
+// runs inside the harness process, which is the fairest place for it:
+// its cost is the same code in the same process for all three targets; it
+// allocates nothing per request (pooled read buffer, precomputed
+// answers), so it adds no garbage-collection work that could fall on one
+// target more than another; and it shares the client's monotonic clock,
+// which lets the harness measure the first-byte relay exactly (the upstream
+// notes when it writes the first answer byte, the client when it reads
+// it). Each proxy in its own process means its peak RSS (VmHWM of
+// /proc/PID/status) and CPU time (utime + stime of /proc/PID/stat) are its
+// own, and both proxies pay the same two loopback hops, so the passthrough
+// differs from ctxguard only in the work ctxguard does.
+//
+// Request bodies are Claude Code requests rebuilt by transcript.Builder
+// from a real session (DefaultSessions; NewSource picks the largest): the
+// session's first user message, then its tool rounds in order, repeated
+// with fresh tool ids ("_r1", "_r2", ...) until the body is closest to the
+// target size, so ctxguard parses, compresses and clears as much as it
+// would in a session that long. Each concurrent worker is a session of its
+// own (its own session id in metadata.user_id and
+// x-claude-code-session-id) and sends the same body every time, as a
+// client re-sending its history does: every block was seen before, which
+// is true of all but the newest turn of a real session. Bodies are
+// deterministic.
+//
+// # Measurement
+//
+// A case is one body size, concurrency and answer mode; cases run from
+// the fewest bytes in flight (size × concurrency) up. In each round of a case every target gets one
+// slot, in an order that cycles through all six permutations, so drift and
+// noise from other work on the machine fall on all targets alike. In a
+// slot, each of the case's workers sends its requests one after the other
+// (one request at concurrency 1, three at higher concurrency), all to the
+// same target. The first rounds of a case are warm-up and not counted;
+// then rounds run until the case's share of the time budget or the
+// request cap is reached.
+//
+// Per request the client records the latency (request start to the last
+// answer byte), the time to first byte (request start to the first answer
+// byte: for ctxguard it includes reading and rewriting the request), and
+// the relay delay (the upstream writing the first answer byte to the
+// client reading it: what a hop adds on the answer's way back). The
+// report gives their percentiles, what the passthrough and ctxguard add
+// over direct and ctxguard over the passthrough (differences of
+// percentiles), the proxies' CPU time per request and peak RSS per case,
+// a line fitted through ctxguard's peak RSS against the bytes in flight,
+// the share of CPU time other processes took while measuring, and checks
+// ctxguard's targets (Checks). It renders as text, JSON, or the Go
+// benchmark format for benchstat.
+//
+// A Run keeps the machine's CPUs busy for its duration; run it when the
+// machine is otherwise quiet, several times, and compare runs with
+// benchstat.
+package loadtest
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Mode is how the upstream answers.
+type Mode string
+
+const (
+	Stream Mode = "sse"  // an SSE stream ("stream": true)
+	JSON   Mode = "json" // one JSON message ("stream": false)
+)
+
+// Target names.
+const (
+	Direct      = "direct"
+	Passthrough = "passthrough"
+	Ctxguard    = "ctxguard"
+)
+
+// Options configure a Run. Zero fields take the defaults given.
+type Options struct {
+	// Root is the module's folder (default: ModuleRoot of the working
+	// directory). The proxies are built from it and the default sessions
+	// found beside it; it is not needed when both binaries and Sessions
+	// are given.
+	Root string
+	// CtxguardBin and PassthroughBin are prebuilt binaries; when either is
+	// empty both are built (go build) into a temporary folder.
+	CtxguardBin, PassthroughBin string
+	// CtxguardEnv adds KEY=VALUE variables to ctxguard's environment only
+	// (GOGC=200, say, to try a runtime setting).
+	CtxguardEnv []string
+	// Sessions are transcript files or folders (default
+	// DefaultSessions(Root)); SessionID picks a session by ID prefix
+	// (default: see NewSource).
+	Sessions  []string
+	SessionID string
+	// Sizes are the target body sizes in bytes (default 100 KiB, 1 MiB,
+	// 5 MiB); Concurrency the numbers of concurrent clients (default 1
+	// and 8); Modes the answer modes (default Stream, JSON).
+	Sizes       []int
+	Concurrency []int
+	Modes       []Mode
+	// Duration bounds the whole run's measuring, split evenly over the
+	// cases; building, start-up and each case's warm-up rounds come on
+	// top. Default 3 minutes.
+	Duration time.Duration
+	// MaxRequests caps the measured requests per target and case.
+	// Default 2000.
+	MaxRequests int
+	// Warmup is the number of rounds per case not counted. Default 3.
+	Warmup int
+	// UpstreamDelay is the fake upstream's wait before its response
+	// headers; EventDelay its wait between two SSE events. Default 0.
+	UpstreamDelay, EventDelay time.Duration
+	// Progress, if set, receives a line per case as it ends.
+	Progress io.Writer
+}
+
+func (o *Options) defaults() error {
+	needRoot := o.CtxguardBin == "" || o.PassthroughBin == "" || len(o.Sessions) == 0
+	if o.Root == "" && needRoot {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		if o.Root, err = ModuleRoot(wd); err != nil {
+			return err
+		}
+	}
+	if len(o.Sessions) == 0 {
+		o.Sessions = DefaultSessions(o.Root)
+	}
+	if len(o.Sizes) == 0 {
+		o.Sizes = []int{100 << 10, 1 << 20, 5 << 20}
+	}
+	if len(o.Concurrency) == 0 {
+		o.Concurrency = []int{1, 8}
+	}
+	if len(o.Modes) == 0 {
+		o.Modes = []Mode{Stream, JSON}
+	}
+	if o.Duration <= 0 {
+		o.Duration = 3 * time.Minute
+	}
+	if o.MaxRequests <= 0 {
+		o.MaxRequests = 2000
+	}
+	if o.Warmup <= 0 {
+		o.Warmup = 3
+	}
+	for _, s := range o.Sizes {
+		if s <= 0 {
+			return fmt.Errorf("loadtest: size %d must be positive", s)
+		}
+	}
+	for _, c := range o.Concurrency {
+		if c <= 0 || c > 256 {
+			return fmt.Errorf("loadtest: concurrency %d must be in 1..256", c)
+		}
+	}
+	for _, m := range o.Modes {
+		if m != Stream && m != JSON {
+			return fmt.Errorf("loadtest: mode %q must be %q or %q", m, Stream, JSON)
+		}
+	}
+	if o.UpstreamDelay < 0 || o.EventDelay < 0 {
+		return errors.New("loadtest: delays must not be negative")
+	}
+	return nil
+}
+
+// ctxguardConfig is the configuration ctxguard runs with: every pass on,
+// at the settings it ships with.
+const ctxguardConfig = `# loadtest: every pass on, at the shipped settings
+compress:
+  enabled: true
+persist:
+  enabled: true
+clear:
+  enabled: true
+`
+
+// target is one of the three ways to the upstream.
+type target struct {
+	name   string
+	url    string
+	proc   *proc // nil for direct
+	client *http.Client
+}
+
+// harness is the state of one Run.
+type harness struct {
+	opt     Options
+	ans     *answers
+	up      *upstream
+	targets []*target
+	ids     atomic.Int64
+}
+
+// Run builds the proxies, starts them and the fake upstream, measures
+// every case and returns the report. It stops every process it started
+// before returning. An error means the run could not be set up or was
+// cancelled; failed requests do not fail the run but are counted in the
+// report (TargetResult.Errors).
+func Run(ctx context.Context, opt Options) (*Report, error) {
+	if err := opt.defaults(); err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	rep := &Report{Started: started.UTC().Format(time.RFC3339), Machine: machine()}
+	src, err := NewSource(opt.Sessions, opt.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	rep.Source = SourceInfo{Path: relPath(opt.Root, src.Session.Path), Session: src.Session.ID, Rounds: src.Rounds}
+
+	tmp, err := os.MkdirTemp("", "ctxguard-loadtest-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	ctBin, ptBin := opt.CtxguardBin, opt.PassthroughBin
+	if ctBin == "" || ptBin == "" {
+		if ctBin, ptBin, err = build(ctx, opt.Root, filepath.Join(tmp, "bin")); err != nil {
+			return nil, err
+		}
+	}
+
+	h := &harness{opt: opt}
+	if h.ans, err = newAnswers(); err != nil {
+		return nil, err
+	}
+	if h.up, err = startUpstream(h.ans, opt.UpstreamDelay, opt.EventDelay); err != nil {
+		return nil, err
+	}
+	defer h.up.close()
+	rep.Upstream = UpstreamInfo{DelayMs: ms(opt.UpstreamDelay), EventDelayMs: ms(opt.EventDelay),
+		SSEEvents: len(h.ans.events), SSEBytes: h.ans.sse, JSONBytes: len(h.ans.json)}
+
+	env := cleanEnv()
+	pt, err := startProc(Passthrough, ptBin, env, "--listen", "127.0.0.1:0", "--upstream", h.up.URL)
+	if err != nil {
+		return nil, err
+	}
+	defer pt.stop()
+	cfgPath := filepath.Join(tmp, "ctxguard.yaml")
+	if err := os.WriteFile(cfgPath, []byte(ctxguardConfig), 0o600); err != nil {
+		return nil, err
+	}
+	ct, err := startProc(Ctxguard, ctBin, append(slices.Clip(env), opt.CtxguardEnv...), "serve", "--config", cfgPath, "--listen", "127.0.0.1:0",
+		"--upstream", h.up.URL, "--data-dir", filepath.Join(tmp, "data"))
+	if err != nil {
+		return nil, err
+	}
+	defer ct.stop()
+	h.targets = []*target{
+		{name: Direct, url: h.up.URL},
+		{name: Passthrough, url: pt.URL, proc: pt},
+		{name: Ctxguard, url: ct.URL, proc: ct},
+	}
+	maxConc := 1
+	for _, c := range opt.Concurrency {
+		maxConc = max(maxConc, c)
+	}
+	for _, t := range h.targets {
+		tr := &http.Transport{
+			MaxIdleConns:        4 * maxConc,
+			MaxIdleConnsPerHost: 2 * maxConc,
+			IdleConnTimeout:     5 * time.Minute,
+			DisableCompression:  true,
+			WriteBufferSize:     64 << 10,
+			ReadBufferSize:      64 << 10,
+		}
+		defer tr.CloseIdleConnections()
+		t.client = &http.Client{Transport: tr}
+	}
+	for _, p := range []*proc{pt, ct} {
+		info := ProcInfo{Command: filepath.Base(p.cmd.Path) + " " + strings.Join(p.cmd.Args[1:], " ")}
+		if _, rss, err := memory(p.pid()); err == nil {
+			info.IdleRSS = rss
+		}
+		if p == ct {
+			info.Config, info.Env = ctxguardConfig, opt.CtxguardEnv
+			rep.Ctxguard = info
+		} else {
+			rep.Passthrough = info
+		}
+	}
+	rep.Settings = Settings{DurationS: opt.Duration.Seconds(), MaxRequests: opt.MaxRequests, Warmup: opt.Warmup}
+	rep.Machine.LoadBefore = loadAvg()
+	meter := newCPUMeter(pt.pid(), ct.pid())
+
+	cases := caseOrder(opt.Sizes, opt.Concurrency, opt.Modes)
+	budget := opt.Duration / time.Duration(len(cases))
+	sized := map[int]int{} // size -> rounds
+	for _, cs := range cases {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n, ok := sized[cs.size]
+		if !ok {
+			b, err := src.Sized(cs.size, sessionID(0))
+			if err != nil {
+				return nil, err
+			}
+			n, sized[cs.size] = b.Rounds, b.Rounds
+		}
+		res, err := h.runCase(ctx, src, cs, n, budget)
+		if err != nil {
+			return nil, err
+		}
+		rep.Cases = append(rep.Cases, res)
+		if opt.Progress != nil {
+			fmt.Fprintln(opt.Progress, progressLine(&res))
+		}
+	}
+	rep.Machine.LoadAfter = loadAvg()
+	rep.Machine.ForeignCPU = meter.foreign(runtime.NumCPU())
+	rep.Ctxguard.ErrorLogLines = ct.errorLines()
+	rep.Elapsed = time.Since(started).Round(time.Second).String()
+	rep.RSS = FitRSS(rep)
+	rep.Checks = Checks(rep)
+	return rep, nil
+}
+
+// caseOrder lists the cases in the order they run: by bytes in flight
+// (size × concurrency), then size, then mode as given. Go returns memory
+// to the system only slowly, so a case that follows a heavier one would
+// start with that one's RSS; in this order each case's peak RSS is its
+// own.
+func caseOrder(sizes, concs []int, modes []Mode) []caseSpec {
+	var cases []caseSpec
+	for _, size := range sortedInts(sizes) {
+		for _, c := range sortedInts(concs) {
+			for _, m := range modes {
+				cases = append(cases, caseSpec{size: size, conc: c, mode: m})
+			}
+		}
+	}
+	slices.SortStableFunc(cases, func(a, b caseSpec) int { return cmp.Compare(a.size*a.conc, b.size*b.conc) })
+	return cases
+}
+
+// caseSpec names a case.
+type caseSpec struct {
+	size, conc int
+	mode       Mode
+}
+
+func (c caseSpec) name() string {
+	return fmt.Sprintf("%s c=%d %s", sizeName(c.size), c.conc, c.mode)
+}
+
+// sessionID is worker w's Claude Code session id.
+func sessionID(w int) string {
+	return fmt.Sprintf("10ad7e57-0000-4000-8000-%012d", w)
+}
+
+// perWorker is how many requests each worker sends in one slot.
+func perWorker(conc int) int {
+	if conc == 1 {
+		return 1
+	}
+	return 3
+}
+
+// permutations of the three targets, cycled through round by round.
+var permutations = [6][3]int{{0, 1, 2}, {1, 2, 0}, {2, 0, 1}, {0, 2, 1}, {2, 1, 0}, {1, 0, 2}}
+
+// acc accumulates one target's samples in a case.
+type acc struct {
+	mu                      sync.Mutex
+	lat, ttfb, relay        []time.Duration
+	upBytes                 int64
+	errors                  int
+	firstErr                string
+	rewritten, failed, skip int
+	passes                  string
+	tokBefore, tokAfter     int
+}
+
+func (h *harness) runCase(ctx context.Context, src *Source, cs caseSpec, rounds int, budget time.Duration) (CaseResult, error) {
+	res := CaseResult{Name: cs.name(), Size: cs.size, Concurrency: cs.conc, Mode: cs.mode, Rounds: rounds}
+	bodies := make([][]byte, cs.conc)
+	for w := range bodies {
+		b, err := src.Body(rounds, sessionID(w), cs.mode == Stream)
+		if err != nil {
+			return res, err
+		}
+		bodies[w] = b
+	}
+	res.BodyBytes = len(bodies[0])
+	want := int64(len(h.ans.json))
+	if cs.mode == Stream {
+		want = int64(h.ans.sse)
+	}
+
+	reset := make([]bool, len(h.targets))
+	for i, t := range h.targets {
+		if t.proc != nil {
+			reset[i] = resetPeak(t.proc.pid())
+		}
+	}
+	deadline := time.Now().Add(budget)
+	accs := make([]*acc, len(h.targets))
+	for i := range accs {
+		accs[i] = &acc{}
+	}
+	scratch := make([]*acc, len(h.targets)) // warm-up samples, dropped
+	for i := range scratch {
+		scratch[i] = &acc{}
+	}
+	cpu0 := make([]time.Duration, len(h.targets))
+	per := cs.conc * perWorker(cs.conc)
+	for r := 0; ; r++ {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		warm := r < h.opt.Warmup
+		if r == h.opt.Warmup {
+			for i, t := range h.targets {
+				if t.proc != nil {
+					cpu0[i], _ = cpuTime(t.proc.pid())
+				}
+			}
+		}
+		for _, ti := range permutations[r%len(permutations)] {
+			a := accs[ti]
+			if warm {
+				a = scratch[ti]
+			}
+			h.slot(ctx, h.targets[ti], cs, bodies, want, a)
+		}
+		if !warm {
+			res.MeasuredRounds++
+			if (res.MeasuredRounds+1)*per > h.opt.MaxRequests || time.Now().After(deadline) {
+				break
+			}
+		}
+	}
+	for i, t := range h.targets {
+		a := accs[i]
+		tr := TargetResult{
+			Target: t.name, Requests: len(a.lat) + a.errors, Errors: a.errors, FirstError: a.firstErr,
+			Latency: Summarize(a.lat), TTFB: Summarize(a.ttfb), Relay: Summarize(a.relay),
+		}
+		if n := len(a.lat); n > 0 {
+			tr.UpstreamBytes = a.upBytes / int64(n)
+		}
+		if t.proc != nil {
+			ps := &ProcStats{PeakReset: reset[i]}
+			if cpu, err := cpuTime(t.proc.pid()); err == nil {
+				ps.CPUPerRequestMs = ms(perRequest(cpu-cpu0[i], tr.Requests))
+			}
+			ps.PeakRSS, ps.RSS, _ = memory(t.proc.pid())
+			tr.Process = ps
+		}
+		if t.name == Ctxguard {
+			tr.Rewrite = &RewriteStats{Rewritten: a.rewritten, FailedOpen: a.failed, Skipped: a.skip,
+				Passes: a.passes, TokensBefore: a.tokBefore, TokensAfter: a.tokAfter}
+		}
+		res.Targets = append(res.Targets, tr)
+	}
+	res.compare()
+	return res, nil
+}
+
+// slot runs one slot: every worker sends its requests to t, one after
+// the other.
+func (h *harness) slot(ctx context.Context, t *target, cs caseSpec, bodies [][]byte, want int64, a *acc) {
+	var wg sync.WaitGroup
+	for w := range cs.conc {
+		wg.Go(func() {
+			buf := make([]byte, 32<<10)
+			for range perWorker(cs.conc) {
+				h.do(ctx, t, cs.mode, bodies[w], sessionID(w), want, buf, a)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// do sends one request and records it in a.
+func (h *harness) do(ctx context.Context, t *target, mode Mode, body []byte, session string, want int64, buf []byte, a *acc) {
+	id := "r" + strconv.FormatInt(h.ids.Add(1), 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url+"/v1/messages?beta=true", bytes.NewReader(body))
+	if err != nil {
+		a.fail(err.Error())
+		return
+	}
+	hd := req.Header
+	hd["Content-Type"] = []string{"application/json"}
+	hd["Accept"] = []string{"application/json"}
+	hd["Anthropic-Version"] = []string{"2023-06-01"}
+	hd["Anthropic-Beta"] = []string{"claude-code-20250219,context-management-2025-06-27,interleaved-thinking-2025-05-14"}
+	hd["X-Api-Key"] = []string{"sk-ant-loadtest-not-a-real-key"}
+	hd["User-Agent"] = []string{"claude-cli/2.1.197 (external, cli)"}
+	hd["X-Claude-Code-Session-Id"] = []string{session}
+	hd[idHeader] = []string{id}
+	hd[modeHeader] = []string{string(mode)}
+
+	start := time.Now()
+	resp, err := t.client.Do(req)
+	if err != nil {
+		h.up.take(id)
+		a.fail(err.Error())
+		return
+	}
+	var n int64
+	var first time.Time
+	var rerr error
+	for {
+		k, err := resp.Body.Read(buf)
+		if k > 0 && n == 0 {
+			first = time.Now()
+		}
+		n += int64(k)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			rerr = err
+			break
+		}
+	}
+	end := time.Now()
+	resp.Body.Close()
+	rec, ok := h.up.take(id)
+	switch {
+	case rerr != nil:
+		a.fail("reading the answer: " + rerr.Error())
+		return
+	case resp.StatusCode != http.StatusOK:
+		a.fail(fmt.Sprintf("status %d", resp.StatusCode))
+		return
+	case n != want:
+		a.fail(fmt.Sprintf("answer of %d bytes, want %d", n, want))
+		return
+	case !ok:
+		a.fail("the upstream did not see the request")
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lat = append(a.lat, end.Sub(start))
+	a.ttfb = append(a.ttfb, first.Sub(start))
+	a.relay = append(a.relay, first.Sub(rec.firstByte))
+	a.upBytes += rec.received
+	if t.name == Ctxguard {
+		if resp.Header.Get("X-Ctxguard-Error-Id") != "" {
+			a.failed++
+		}
+		if resp.Header.Get("X-Ctxguard-Skipped") != "" {
+			a.skip++
+		}
+		if p := resp.Header.Get("X-Ctxguard-Passes"); p != "" {
+			a.rewritten++
+			a.passes = p
+		}
+		a.tokBefore, _ = strconv.Atoi(resp.Header.Get("X-Ctxguard-Tokens-Before"))
+		a.tokAfter, _ = strconv.Atoi(resp.Header.Get("X-Ctxguard-Tokens-After"))
+	}
+}
+
+func (a *acc) fail(msg string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.errors++
+	if a.firstErr == "" {
+		a.firstErr = msg
+	}
+}
+
+// cleanEnv is the harness's environment without CTXGUARD_* variables, so
+// the proxies run with what the harness configures.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CTXGUARD_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func machine() Machine {
+	m := Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
+
+// loadAvg returns the first three fields of /proc/loadavg ("" if absent).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+func relPath(root, p string) string {
+	if r, err := filepath.Rel(root, p); err == nil {
+		return r
+	}
+	return p
+}
+
+// sortedInts returns in sorted, without duplicates.
+func sortedInts(in []int) []int {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

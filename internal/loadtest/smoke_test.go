@@ -1,0 +1,105 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestRunSmoke runs the whole harness briefly: it builds ctxguard and the
+// passthrough, starts them and the fake upstream, and measures a tiny
+// body in both modes at concurrency 1 and 2 for a few rounds. It checks
+// that the report is well formed and that every target was measured
+// without failures; it asserts nothing about timings.
+func TestRunSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs ctxguard and the passthrough as processes")
+	}
+	root, err := ModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{
+		Root:        root,
+		Sessions:    []string{filepath.Join(root, "transcript", "testdata", "claude-code")},
+		Sizes:       []int{48 << 10},
+		Concurrency: []int{1, 2},
+		Duration:    2 * time.Second,
+		MaxRequests: 12,
+		Warmup:      1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(rep.Cases); got != 4 {
+		t.Fatalf("%d cases, want 4 (2 concurrencies × 2 modes)", got)
+	}
+	if rep.Ctxguard.IdleRSS <= 0 || rep.Passthrough.IdleRSS <= 0 {
+		t.Errorf("idle RSS not measured: ctxguard %d, passthrough %d", rep.Ctxguard.IdleRSS, rep.Passthrough.IdleRSS)
+	}
+	if rep.Ctxguard.ErrorLogLines != 0 {
+		t.Errorf("ctxguard logged %d errors", rep.Ctxguard.ErrorLogLines)
+	}
+	for _, c := range rep.Cases {
+		if c.BodyBytes < 24<<10 || c.MeasuredRounds < 1 {
+			t.Errorf("%s: body %d bytes, %d measured rounds", c.Name, c.BodyBytes, c.MeasuredRounds)
+		}
+		var names []string
+		for _, tr := range c.Targets {
+			names = append(names, tr.Target)
+			if tr.Requests == 0 || tr.Errors != 0 || tr.Latency.N != tr.Requests || tr.Relay.N != tr.Requests {
+				t.Errorf("%s %s: %d requests, %d failed (%s), %d latencies, %d relays", c.Name, tr.Target,
+					tr.Requests, tr.Errors, tr.FirstError, tr.Latency.N, tr.Relay.N)
+			}
+			if tr.Latency.P50 <= 0 || tr.Latency.P99 < tr.Latency.P50 || tr.TTFB.P50 > tr.Latency.Max {
+				t.Errorf("%s %s: odd latency %+v, ttfb %+v", c.Name, tr.Target, tr.Latency, tr.TTFB)
+			}
+			if tr.UpstreamBytes <= 0 {
+				t.Errorf("%s %s: the upstream received nothing", c.Name, tr.Target)
+			}
+			if proxy := tr.Target != Direct; proxy != (tr.Process != nil) || proxy != (tr.VsDirect != nil) {
+				t.Errorf("%s %s: process %v, vs direct %v", c.Name, tr.Target, tr.Process, tr.VsDirect)
+			} else if proxy && tr.Process.PeakRSS <= 0 {
+				t.Errorf("%s %s: no peak RSS", c.Name, tr.Target)
+			}
+		}
+		if want := []string{Direct, Passthrough, Ctxguard}; len(names) != 3 || names[0] != want[0] || names[1] != want[1] || names[2] != want[2] {
+			t.Errorf("%s: targets %v, want %v", c.Name, names, want)
+		}
+		ct := c.target(Ctxguard)
+		if ct.VsPassthrough == nil || ct.Rewrite == nil || ct.Rewrite.FailedOpen != 0 || ct.Rewrite.Skipped != 0 || ct.Rewrite.TokensBefore == 0 {
+			t.Errorf("%s: ctxguard vs passthrough %v, rewrite %+v", c.Name, ct.VsPassthrough, ct.Rewrite)
+		}
+	}
+	relays := 0
+	for _, k := range rep.Checks {
+		if k.Note == "no data" {
+			t.Errorf("check without data: %+v", k)
+		}
+		if k.Name == "added SSE first-byte relay p50 over passthrough" {
+			relays++
+		}
+	}
+	if relays != 2 {
+		t.Errorf("%d relay checks, want 2 (one per SSE case)", relays)
+	}
+	for name, write := range map[string]func(*bytes.Buffer) error{
+		"text":     func(b *bytes.Buffer) error { return rep.WriteText(b) },
+		"json":     func(b *bytes.Buffer) error { return rep.WriteJSON(b) },
+		"benchfmt": func(b *bytes.Buffer) error { return rep.WriteBenchfmt(b) },
+	} {
+		var b bytes.Buffer
+		if err := write(&b); err != nil || b.Len() == 0 {
+			t.Errorf("%s report: %d bytes, %v", name, b.Len(), err)
+		}
+	}
+	if testing.Verbose() {
+		var b bytes.Buffer
+		_ = rep.WriteText(&b)
+		t.Log("\n" + b.String())
+	}
+}
