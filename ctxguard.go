@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +53,26 @@ type Guard struct {
 
 	stats    Stats
 	sessions sessions
+}
+
+// outBufs holds buffers for rewritten bodies.
+var outBufs bufPool
+
+// bufPool is a pool of byte buffers; buffers over 8 MB are not kept.
+type bufPool struct{ p sync.Pool }
+
+func (b *bufPool) get(n int) []byte {
+	if v, ok := b.p.Get().(*[]byte); ok && cap(*v) >= n {
+		return (*v)[:cap(*v)]
+	}
+	return make([]byte, max(n, 64<<10))
+}
+
+func (b *bufPool) put(buf []byte) {
+	if c := cap(buf); c > 0 && c <= 8<<20 {
+		buf = buf[:c]
+		b.p.Put(&buf)
+	}
 }
 
 // calibrationKey is the store record holding the learned calibration.
@@ -207,6 +228,12 @@ type Result struct {
 // header (may be nil). It never fails: on any problem the result carries
 // the original body.
 func (g *Guard) RewriteBody(ctx context.Context, h http.Header, body []byte) (res Result) {
+	return g.rewriteBody(ctx, h, body, nil)
+}
+
+// rewriteBody is RewriteBody writing a rewritten body into out's memory
+// (see pipeline.Request.Out).
+func (g *Guard) rewriteBody(ctx context.Context, h http.Header, body, out []byte) (res Result) {
 	g.stats.Requests.Add(1)
 	res = Result{Body: body}
 	defer g.sessions.record(&res)
@@ -230,29 +257,30 @@ func (g *Guard) RewriteBody(ctx context.Context, h http.Header, body []byte) (re
 	res.Session = session.Key(h, c)
 	res.Model = g.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
 	req := &pipeline.Request{
-		Ctx: ctx, Conv: c, Session: res.Session,
+		Ctx: ctx, Conv: c, Session: res.Session, Out: out,
 		Env: &pipeline.Env{Window: res.Model.Window, MaxOutput: res.Model.MaxOutput, Binding: res.Model.Binding},
 	}
-	out := g.pipe.Run(req)
-	res.Passes = out.Passes
+	run := g.pipe.Run(req)
+	res.Passes = run.Passes
 	res.TokensBefore = tokens.Estimate(body)
-	if out.Err != nil {
+	if run.Err != nil {
 		g.stats.Failed.Add(1)
 		res.ID = anthropic.NewErrorID()
-		res.Err = out.Err
+		res.Err = run.Err
 		res.TokensAfter = res.TokensBefore
-		g.log.Error("rewrite failed; forwarding the original body", "id", res.ID, "session", res.Session, "pass", out.FailedIn, "err", out.Err)
+		g.log.Error("rewrite failed; forwarding the original body", "id", res.ID, "session", res.Session, "pass", run.FailedIn, "err", run.Err)
 		return res
 	}
-	for _, n := range out.Notes {
+	for _, n := range run.Notes {
 		if n == "edit-event" {
 			res.Event = true
 		}
 	}
-	// The estimate of what is sent follows from the edits alone.
 	res.TokensAfter = res.TokensBefore
-	for _, e := range out.Edits {
-		res.TokensAfter += tokens.Estimate(e.Repl) - tokens.Estimate(e.Span.Bytes(body))
+	if run.Changed {
+		// What is sent is usually much smaller than what came in (and
+		// cheaper to estimate than the spans the edits replaced).
+		res.TokensAfter = tokens.Estimate(run.Body)
 	}
 	if g.cfg.DryRun {
 		res.Skipped = "dry run"
@@ -260,7 +288,7 @@ func (g *Guard) RewriteBody(ctx context.Context, h http.Header, body []byte) (re
 		res.TokensAfter = res.TokensBefore
 		return res
 	}
-	res.Body, res.Changed, res.Betas = out.Body, out.Changed, out.Betas
+	res.Body, res.Changed, res.Betas = run.Body, run.Changed, run.Betas
 	if res.Changed {
 		g.stats.Rewritten.Add(1)
 	}
@@ -272,7 +300,10 @@ func (g *Guard) RewriteBody(ctx context.Context, h http.Header, body []byte) (re
 
 // Rewrite implements proxy.Rewriter.
 func (g *Guard) Rewrite(ctx context.Context, req *http.Request, body []byte) proxy.Outcome {
-	res := g.RewriteBody(ctx, req.Header, body)
+	// The rewritten body goes into pooled memory, which the proxy hands
+	// back (Outcome.Release) once the upstream has it.
+	buf := outBufs.get(len(body))
+	res := g.rewriteBody(ctx, req.Header, body, buf)
 	hdr := http.Header{}
 	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(res.TokensBefore))
 	hdr.Set("X-Ctxguard-Tokens-After", strconv.Itoa(res.TokensAfter))
@@ -302,6 +333,11 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, body []byte) pro
 	g.log.Debug("rewrite", "session", res.Session, "model", res.Model.ID, "changed", res.Changed,
 		"tokens_before", res.TokensBefore, "tokens_after", res.TokensAfter, "passes", applied, "event", res.Event)
 	out := proxy.Outcome{Body: res.Body, AddBeta: res.Betas, RespHeader: hdr}
+	if res.Changed && len(res.Body) > 0 && len(buf) > 0 && &res.Body[:1][0] == &buf[:1][0] {
+		out.Release = func() { outBufs.put(res.Body) }
+	} else {
+		outBufs.put(buf)
+	}
 	if res.Model.ID != "" {
 		id, est := res.Model.ID, res.TokensAfter
 		out.OnUsage = func(u anthropic.Usage) { g.Observe(id, est, u) }

@@ -44,6 +44,10 @@ type Request struct {
 	Conv    *conversation.Conversation
 	Session string // the session key (see package session), may be empty
 	Env     *Env   // per-request facts shared by passes (model limits, ...)
+	// Out, if not nil, is where Run writes a rewritten body (its
+	// capacity is reused; it grows if needed). Result.Body then aliases
+	// it. Nil means a fresh slice.
+	Out []byte
 
 	edits    splice.Set
 	removals []removal
@@ -171,7 +175,13 @@ func (p *Pipeline) Run(r *Request) (res Result) {
 		p.failures.Add(1)
 		return Result{Body: body, Err: &PassError{Pass: "splice", Err: err}, FailedIn: "splice", Passes: res.Passes}
 	}
-	out, err := r.edits.Apply(body)
+	var out []byte
+	var err error
+	if r.Out != nil && r.edits.Len() > 0 {
+		out, err = r.edits.AppendApply(r.Out[:0], body)
+	} else {
+		out, err = r.edits.Apply(body)
+	}
 	if err != nil {
 		p.failures.Add(1)
 		return Result{Body: body, Err: &PassError{Pass: "splice", Err: err}, FailedIn: "splice", Passes: res.Passes}

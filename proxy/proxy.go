@@ -109,6 +109,10 @@ type Outcome struct {
 	// RespHeader holds headers to add to the client's response. Only
 	// names starting with X-Ctxguard- are applied.
 	RespHeader http.Header
+	// Release, if set, is called once nothing reads Body any more (the
+	// exchange is over and the transport closed the body), so a Rewriter
+	// can hand out pooled memory.
+	Release func()
 	// OnUsage, if set, is called at most once, after the response body
 	// has been forwarded (or the stream was cut), with the usage read
 	// from a 2xx answer. It runs on the request's goroutine, so it should
@@ -267,6 +271,7 @@ type exchange struct {
 	usage       *anthropic.Usage
 	outcome     Outcome
 	errID       string // the ID of the error rendered to the client
+	lease       *lease // pooled body memory, freed when nothing reads it
 }
 
 // ServeHTTP proxies one request.
@@ -279,7 +284,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		anthropic.WriteError(r.Context(), w, p.log, &anthropic.Error{Status: http.StatusNotFound, Type: anthropic.NotFoundError, Message: "ctxguard: no such endpoint"})
 		return
 	}
-	x := &exchange{start: time.Now(), inBytes: r.ContentLength, outBytes: r.ContentLength}
+	x := &exchange{start: time.Now(), inBytes: r.ContentLength, outBytes: r.ContentLength, lease: newLease()}
+	defer x.lease.drop()
 	rc := http.NewResponseController(w)
 	_ = rc.EnableFullDuplex() // HTTP/2 is always full duplex and says so with an error
 	err := p.serve(w, r, rc, x)
