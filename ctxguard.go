@@ -53,6 +53,7 @@ type Guard struct {
 
 	stats    Stats
 	sessions sessions
+	recent   recent
 }
 
 // outBufs holds buffers for rewritten bodies.
@@ -242,7 +243,9 @@ func (g *Guard) rewriteBody(ctx context.Context, h http.Header, body, out []byte
 		res.Skipped = "bypass"
 		return res
 	}
-	c, err := anthropic.Parse(body)
+	mem := g.recent.acquire(memoKey(h))
+	defer mem.release()
+	c, stable, err := mem.parse(body)
 	if err != nil {
 		g.stats.Bypassed.Add(1)
 		res.Skipped = "invalid json"
@@ -253,16 +256,33 @@ func (g *Guard) rewriteBody(ctx context.Context, h http.Header, body, out []byte
 		g.log.Debug("not rewritten", "session", res.Session, "reason", err)
 		return res
 	}
-	defer c.Release() // nothing below keeps it past the pipeline
+	defer func() {
+		switch {
+		case mem != nil && res.Err == nil:
+			mem.keep(c, body) // the next request of the session starts from it
+		case mem != nil:
+			c.Release()
+			mem.drop() // what passes kept may belong to this failed request
+		default:
+			c.Release()
+		}
+	}()
 	res.Session = session.Key(h, c)
 	res.Model = g.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
 	req := &pipeline.Request{
-		Ctx: ctx, Conv: c, Session: res.Session, Out: out,
+		Ctx: ctx, Conv: c, Session: res.Session, Out: out, Stable: stable, Memo: mem.passes(),
 		Env: &pipeline.Env{Window: res.Model.Window, MaxOutput: res.Model.MaxOutput, Binding: res.Model.Binding},
 	}
 	run := g.pipe.Run(req)
 	res.Passes = run.Passes
-	res.TokensBefore = tokens.Estimate(body)
+	var prevTok []int
+	if mem != nil {
+		prevTok = mem.msgTokens
+	}
+	res.TokensBefore, prevTok = promptTokens(c, stable, prevTok, nil)
+	if mem != nil {
+		mem.msgTokens = prevTok
+	}
 	if run.Err != nil {
 		g.stats.Failed.Add(1)
 		res.ID = anthropic.NewErrorID()
@@ -370,6 +390,7 @@ func (g *Guard) Sweep(ctx context.Context, every time.Duration) {
 	defer t.Stop()
 	for {
 		g.Flush()
+		g.recent.sweep(10 * time.Minute)
 		if n, err := g.store.Sweep(time.Now()); err != nil {
 			g.log.Warn("store sweep", "err", err)
 		} else if n > 0 {

@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +22,8 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/sessiongen"
+	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/transcript"
 	"github.com/ctxguard/ctxguard/validate"
@@ -337,4 +341,89 @@ func TestCalibrationPersists(t *testing.T) {
 	if f2 := g2.Calibration().Factor("claude-sonnet-4-5"); f2 != f {
 		t.Errorf("reloaded factor %v, want %v", f2, f)
 	}
+}
+
+// TestIncrementalSameBytes: a Guard that remembers a session's last
+// request (and parses only what is new) sends exactly the bytes a fresh
+// Guard, which knows nothing, sends for every request, including when a
+// request breaks the previous prefix.
+func TestIncrementalSameBytes(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
+	cfg.Clear.Payback = 0
+	h := http.Header{"X-Claude-Code-Session-Id": {"s"}}
+	reused := 0
+	streams := corpus(t)
+	for seed := range uint64(6) {
+		gen, err := sessiongen.Generate(rand.New(rand.NewPCG(seed, 7)), sessiongen.Options{Turns: 60, MaxResult: 20_000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs, err := gen.Requests()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reqs {
+			streams[fmt.Sprint("generated ", seed)] = append(streams[fmt.Sprint("generated ", seed)], r.Body)
+		}
+	}
+	events := 0
+	for name, bodies := range streams {
+		long := newGuard(t, cfg, WithStore(store.NewMemory()))
+		for i, b := range bodies {
+			if i == len(bodies)/2 {
+				// A break in the stream: an unrelated request of the same
+				// session header, then the stream goes on.
+				long.RewriteBody(context.Background(), h, bodies[0])
+			}
+			got := long.RewriteBody(context.Background(), h, b)
+			fresh := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), h, b)
+			if !bytes.Equal(got.Body, fresh.Body) || got.Event != fresh.Event || got.TokensBefore != fresh.TokensBefore {
+				t.Fatalf("%s request %d: the remembering Guard sent other bytes than a fresh one", name, i)
+			}
+			if got.Event {
+				events++
+			}
+		}
+		long.recent.mu.Lock()
+		for _, m := range long.recent.m {
+			if m.conv != nil && len(m.conv.Messages) > 2 {
+				reused++
+			}
+		}
+		long.recent.mu.Unlock()
+	}
+	if reused == 0 || events < 5 {
+		t.Fatalf("%d sessions remembered, %d edit events: the test checks too little", reused, events)
+	}
+}
+
+// TestIncrementalConcurrent: requests of one session header arriving at
+// once (subagents share Claude Code's session id) each get the bytes a
+// fresh Guard sends; the memo is used by one at a time.
+func TestIncrementalConcurrent(t *testing.T) {
+	var bodies [][]byte
+	for _, b := range corpus(t) {
+		bodies = append(bodies, b...)
+	}
+	g := newGuard(t, config.Defaults(), WithStore(store.NewMemory()))
+	want := make([][]byte, len(bodies))
+	for i, b := range bodies {
+		want[i] = newGuard(t, config.Defaults(), WithStore(store.NewMemory())).RewriteBody(context.Background(), nil, b).Body
+	}
+	h := http.Header{"X-Claude-Code-Session-Id": {"shared"}}
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, b := range bodies {
+				if got := g.RewriteBody(context.Background(), h, b).Body; !bytes.Equal(got, want[i]) {
+					t.Errorf("request %d: other bytes than a fresh Guard", i)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -32,8 +32,8 @@ func (p *parser) messages(v int) (int, error) {
 		p.msgs, p.ranges, p.blocks, p.parts, p.pranges = p.msgs[:0], p.ranges[:0], p.blocks[:0], p.parts[:0], p.pranges[:0]
 	}
 	p.sawMessages = true
-	if n := len(p.b)/400 + 8; cap(p.blocks) < n {
-		// About one block per 400 bytes in Claude Code sessions: size the
+	if n := len(p.b)/1000 + 8; cap(p.blocks) < n {
+		// About one block per 700 bytes in Claude Code sessions: size the
 		// arrays once instead of growing them a dozen times.
 		p.blocks = make([]conversation.Block, 0, n)
 		p.pranges = make([][2]int, 0, n)
@@ -41,9 +41,43 @@ func (p *parser) messages(v int) (int, error) {
 		p.msgs = make([]conversation.Message, 0, n/2)
 		p.ranges = make([][2]int, 0, n/2)
 	}
+	if pv := p.prev; pv != nil && pv.List.Start == i && len(p.msgs) == 0 {
+		p.prev = nil // only the first messages key can be reused
+		s, err := jsonscan.ArrayEachAfter(p.b, i, p.reuse(pv, p.stable), p.message)
+		p.c.List = s
+		return s.End, err
+	}
 	s, err := jsonscan.ArrayEach(p.b, i, dMessages, p.message)
 	p.c.List = s
 	return s.End, err
+}
+
+// reuse copies the first n messages of an earlier parse of the same bytes
+// into p, as message would have built them, and returns where the last
+// of them ends.
+func (p *parser) reuse(prev *conv, n int) int {
+	for _, m := range prev.Messages[:n] {
+		first := len(p.blocks)
+		for _, b := range m.Blocks {
+			if !b.CacheControl.IsZero() {
+				p.marks[2]++
+			}
+			fp := len(p.parts)
+			for _, pt := range b.Parts {
+				if !pt.CacheControl.IsZero() {
+					p.marks[2]++
+				}
+				p.parts = append(p.parts, pt)
+			}
+			b.Parts = nil
+			p.blocks = append(p.blocks, b)
+			p.pranges = append(p.pranges, [2]int{fp, len(p.parts)})
+		}
+		m.Blocks = nil
+		p.msgs = append(p.msgs, m)
+		p.ranges = append(p.ranges, [2]int{first, len(p.blocks)})
+	}
+	return prev.Messages[n-1].Span.End
 }
 
 func (p *parser) message(v int) (int, error) {

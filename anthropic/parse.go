@@ -48,6 +48,65 @@ func Parse(body []byte) (*conv, error) {
 	return c, nil
 }
 
+// ParseAfter is Parse for a body that repeats, byte for byte, the start
+// of an earlier body whose parse is prev: the first `stable` messages of
+// prev (which must end within the shared bytes, at the same offsets in
+// body) are taken from prev instead of being scanned again, and the rest
+// is parsed and validated as Parse does. The result is exactly what Parse
+// would return. prev is not changed and may be released afterwards.
+//
+// It is how a session's next request, which repeats the last one and
+// appends turns, costs a parse of the new turns only. The caller checks
+// that the bytes are shared (see Stable).
+func ParseAfter(body []byte, prev *conv, stable int) (*conv, error) {
+	if prev == nil || stable <= 0 || stable > len(prev.Messages) {
+		return Parse(body)
+	}
+	p := parsers.Get().(*parser)
+	p.reset(body)
+	p.prev, p.stable = prev, stable
+	c, err := p.parse()
+	if err != nil {
+		parsers.Put(p)
+		return nil, err
+	}
+	c.OnRelease(func() { parsers.Put(p) })
+	return c, nil
+}
+
+// Stable returns how many leading messages of prev lie wholly within the
+// bytes body shares with prev.Body, so ParseAfter may take them from prev.
+// The last message of prev is never counted: clients re-encode it (Claude
+// Code moves its cache marker off it), and a message is only stable when
+// the message after it starts in the shared bytes too.
+func Stable(prev *conv, body []byte) int {
+	if prev == nil || len(prev.Messages) < 2 {
+		return 0
+	}
+	n := commonPrefix(prev.Body, body)
+	k := 0
+	for k+1 < len(prev.Messages) && prev.Messages[k+1].Span.Start < n {
+		k++
+	}
+	return k
+}
+
+// commonPrefix returns the length of the longest common prefix of a and b.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i+4096 <= n && bytes.Equal(a[i:i+4096], b[i:i+4096]) {
+		i += 4096
+	}
+	for i+64 <= n && bytes.Equal(a[i:i+64], b[i:i+64]) {
+		i += 64
+	}
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
 // parsers holds parsers with their arrays, so a request's Parse reuses the
 // memory of an earlier, released one instead of allocating and clearing
 // about as many bytes as the body holds.
@@ -57,6 +116,7 @@ var parsers = sync.Pool{New: func() any { return new(parser) }}
 func (p *parser) reset(body []byte) {
 	*p = parser{
 		b:      body,
+		prev:   nil,
 		blocks: p.blocks[:0], parts: p.parts[:0], msgs: p.msgs[:0], ranges: p.ranges[:0], pranges: p.pranges[:0],
 		out: p.out[:0],
 	}
@@ -78,6 +138,9 @@ type parser struct {
 	ranges [][2]int
 	// per block: index range into parts
 	pranges [][2]int
+	// prev and stable: messages to take from an earlier parse (ParseAfter).
+	prev   *conv
+	stable int
 }
 
 func (p *parser) key(k span, name string) bool { return jsonscan.KeyIs(p.b, k, name) }

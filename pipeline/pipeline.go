@@ -37,6 +37,15 @@ type Pass interface {
 	Run(r *Request) ([]splice.Edit, error)
 }
 
+// PerMessage is implemented by passes whose edits of a message depend on
+// that message alone (and on the tool calls it answers). Given a session's
+// memory, Run remembers their edits and, on the next request, hands them
+// back for the Stable messages and has the pass look only from r.From on.
+type PerMessage interface {
+	Pass
+	PerMessage()
+}
+
 // Request is the state of one request moving through a pipeline. It is
 // used by one goroutine at a time.
 type Request struct {
@@ -44,6 +53,19 @@ type Request struct {
 	Conv    *conversation.Conversation
 	Session string // the session key (see package session), may be empty
 	Env     *Env   // per-request facts shared by passes (model limits, ...)
+	// Stable is how many leading messages are byte for byte, at the same
+	// offsets, the messages of the previous request of this session that
+	// went through this pipeline (0 when unknown). A pass may reuse what
+	// it decided about them then; it must reach the same result as if it
+	// looked again.
+	Stable int
+	// Memo, if not nil, is the session's memory between requests: passes
+	// (and Run, for PerMessage passes) keep there what lets them skip the
+	// Stable messages next time. Keys are pass names.
+	Memo map[string]any
+	// From is set by Run for a PerMessage pass: the first message it must
+	// examine; Run supplies its earlier edits of the messages before.
+	From int
 	// Out, if not nil, is where Run writes a rewritten body (its
 	// capacity is reused; it grows if needed). Result.Body then aliases
 	// it. Nil means a fresh slice.
@@ -201,7 +223,7 @@ func (p *Pipeline) runPass(ps Pass, r *Request) (st PassStat, err error) {
 			err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
 		}
 	}()
-	edits, err := ps.Run(r)
+	edits, err := runPass(ps, r)
 	if err != nil {
 		return st, err
 	}
@@ -257,4 +279,38 @@ func (r *Request) finalize() error {
 		rm = rm[n:]
 	}
 	return r.edits.AddAll(widened)
+}
+
+// runPass runs ps, reusing its earlier edits of the stable messages when
+// it is a PerMessage pass and the session's memory has them.
+func runPass(ps Pass, r *Request) ([]splice.Edit, error) {
+	if _, ok := ps.(PerMessage); !ok || r.Memo == nil {
+		r.From = 0
+		return ps.Run(r)
+	}
+	key := "pipeline/" + ps.Name()
+	var reused []splice.Edit
+	r.From = 0
+	if prev, ok := r.Memo[key].([]splice.Edit); ok && r.Stable > 0 && r.Stable <= len(r.Conv.Messages) {
+		end := r.Conv.Messages[r.Stable-1].Span.End
+		for _, e := range prev {
+			if e.Span.End > end {
+				break // edits are in body order
+			}
+			reused = append(reused, e)
+		}
+		r.From = r.Stable
+	}
+	edits, err := ps.Run(r)
+	r.From = 0
+	if err != nil {
+		return nil, err
+	}
+	all := append(reused, edits...)
+	byStart := func(a, b splice.Edit) int { return a.Span.Start - b.Span.Start }
+	if !slices.IsSortedFunc(all, byStart) {
+		slices.SortFunc(all, byStart)
+	}
+	r.Memo[key] = all
+	return all, nil
 }

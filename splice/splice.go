@@ -72,7 +72,9 @@ func (s *Set) AddAll(edits []Edit) error {
 		return nil
 	}
 	add := slices.Clone(edits)
-	slices.SortStableFunc(add, compare)
+	if !slices.IsSortedFunc(add, compare) {
+		slices.SortFunc(add, compare)
+	}
 	for i, e := range add {
 		if e.Span.Start < 0 || e.Span.Start > e.Span.End {
 			return fmt.Errorf("splice: invalid span [%d,%d)", e.Span.Start, e.Span.End)

@@ -68,18 +68,37 @@ func ArrayEach(b []byte, i, depth int, fn func(v int) (int, error)) (Span, error
 	if i < len(b) && b[i] == ']' {
 		return Span{start, i + 1}, nil
 	}
+	var err error
+	if i, err = fn(i); err != nil {
+		return Span{}, err
+	}
+	return arrayRest(b, start, i, fn)
+}
+
+// ArrayEachAfter continues ArrayEach over the array whose '[' is at
+// start, just after an element that ends at after. The caller vouches
+// that b[start:after] is a valid beginning of the array (it was validated
+// before, in the same bytes); from after on, everything is validated.
+func ArrayEachAfter(b []byte, start, after int, fn func(v int) (int, error)) (Span, error) {
+	if start >= len(b) || b[start] != '[' || after <= start || after > len(b) {
+		return Span{}, errAt(start, "expected array")
+	}
+	return arrayRest(b, start, after, fn)
+}
+
+// arrayRest walks the elements after the one that ended at i.
+func arrayRest(b []byte, start, i int, fn func(v int) (int, error)) (Span, error) {
 	for {
-		var err error
-		if i, err = fn(i); err != nil {
-			return Span{}, err
-		}
 		i = SkipSpace(b, i)
 		if i >= len(b) {
 			return Span{}, errAt(i, "unexpected end of input")
 		}
 		switch b[i] {
 		case ',':
-			i = SkipSpace(b, i+1)
+			var err error
+			if i, err = fn(SkipSpace(b, i+1)); err != nil {
+				return Span{}, err
+			}
 		case ']':
 			return Span{start, i + 1}, nil
 		default:

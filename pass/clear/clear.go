@@ -205,6 +205,9 @@ type item struct {
 	kind     itemKind
 }
 
+// memoKey names what the pass keeps in a session's memory.
+const memoKey = "clear/analysis"
+
 // analysis is what the pass measured of a request.
 type analysis struct {
 	costs []msgCost
@@ -220,7 +223,24 @@ func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
 		return tokens.Estimate(b), err
 	}
 	var err error
-	for mi := range c.Messages {
+	// What the previous request of the session measured of the messages
+	// it shares with this one still holds (pipeline.Request.Stable): a
+	// message's costs depend on the message alone.
+	from := 0
+	if prev, ok := r.Memo[memoKey].(*analysis); ok && r.Stable > 0 && r.Stable <= len(prev.costs) {
+		from = r.Stable
+		copy(a.costs, prev.costs[:from])
+		for _, it := range prev.items {
+			if it.msg >= from {
+				break
+			}
+			a.items = append(a.items, it)
+		}
+	}
+	if r.Memo != nil {
+		defer func() { r.Memo[memoKey] = a }()
+	}
+	for mi := from; mi < len(c.Messages); mi++ {
 		m := &c.Messages[mi]
 		mc := &a.costs[mi]
 		mc.assistant = m.Role == conversation.RoleAssistant

@@ -1,6 +1,8 @@
 package clear
 
 import (
+	"slices"
+
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/internal/stub"
@@ -10,7 +12,8 @@ import (
 	"github.com/ctxguard/ctxguard/tokens"
 )
 
-// edits turns a plan into edits of the current request.
+// edits turns a plan into edits of the current request, in body order
+// (message by message), so the pipeline need not sort them.
 func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, error) {
 	c := r.Conv
 	var out []splice.Edit
@@ -23,51 +26,76 @@ func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, 
 		}
 		return false
 	}
-	for _, rn := range runs {
-		e, err := p.dropRun(r, rn[0], rn[1])
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e...)
+	to := markerBoundary(pl, len(c.Messages))
+	if !p.cfg.CacheMarker || c.CacheMarkers >= 4 {
+		to = 0
 	}
-	for i, it := range a.items {
-		if it.msg >= pl.clearTo {
-			break
-		}
-		if trimmed(it.msg) {
+	var mark splice.Edit
+	hasMark := false
+	if to > 0 {
+		mark, hasMark = marker(c, to, trimmed)
+	}
+	last := max(pl.clearTo, pl.thinkTo)
+	if hasMark {
+		last = max(last, to)
+	}
+	it := 0
+	var msgEdits []splice.Edit
+	for mi := 0; mi < last; mi++ {
+		if len(runs) > 0 && mi == runs[0][0] {
+			e, err := p.dropRun(r, runs[0][0], runs[0][1])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e...)
+			mi = runs[0][1]
+			runs = runs[1:]
+			for it < len(a.items) && a.items[it].msg <= mi {
+				it++
+			}
 			continue
 		}
-		// The first cleared item of a session never changes (the
-		// cleared region only grows at its end), so its stub carries,
-		// once, the explanation of how to get a blob back; every other
-		// stub is short. (When trimming dropped it, the drop notes say
-		// it.)
-		first := i == 0
-		b := &c.Messages[it.msg].Blocks[it.blk]
-		var e splice.Edit
-		var err error
-		switch it.kind {
-		case kindResult:
-			e, err = p.resultStub(r, b, first)
-		case kindInput:
-			e, err = p.inputStub(r, b, first)
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	if p.cfg.Thinking {
-		for mi := 0; mi < pl.thinkTo; mi++ {
-			if !trimmed(mi) {
-				out = append(out, removeThinking(r, mi)...)
+		msgEdits = msgEdits[:0]
+		for ; it < len(a.items) && a.items[it].msg == mi; it++ {
+			item := a.items[it]
+			if mi >= pl.clearTo {
+				continue
 			}
+			// The first cleared item of a session never changes (the
+			// cleared region only grows at its end), so its stub
+			// carries, once, the explanation of how to get a blob back;
+			// every other stub is short. (When trimming dropped it, the
+			// drop notes say it.)
+			first := it == 0
+			b := &c.Messages[mi].Blocks[item.blk]
+			var e splice.Edit
+			var err error
+			switch item.kind {
+			case kindResult:
+				e, err = p.resultStub(r, b, first)
+			case kindInput:
+				e, err = p.inputStub(r, b, first)
+			}
+			if err != nil {
+				return nil, err
+			}
+			msgEdits = append(msgEdits, e)
 		}
-	}
-	if to := markerBoundary(pl, len(c.Messages)); p.cfg.CacheMarker && to > 0 && c.CacheMarkers < 4 {
-		if e, ok := marker(c, to, trimmed); ok {
-			out = append(out, e)
+		if p.cfg.Thinking && mi < pl.thinkTo {
+			msgEdits = append(msgEdits, removeThinking(r, mi)...)
 		}
+		if hasMark && mi == to-1 {
+			msgEdits = append(msgEdits, mark)
+		}
+		if len(msgEdits) > 1 {
+			slices.SortFunc(msgEdits, func(x, y splice.Edit) int {
+				if x.Span.Start != y.Span.Start {
+					return x.Span.Start - y.Span.Start
+				}
+				return x.Span.End - y.Span.End
+			})
+		}
+		out = append(out, msgEdits...)
 	}
 	return out, nil
 }

@@ -243,6 +243,10 @@ func (p *Pass) settingsFor(body []byte, name conversation.Span, m *toolMemo) (se
 	return s, tool
 }
 
+// PerMessage tells the pipeline that a result's rewrite depends on that
+// result alone, so earlier edits of unchanged messages can be reused.
+func (p *Pass) PerMessage() {}
+
 // Run returns one edit per tool result text the rules shorten, replacing
 // the JSON string literal of Part.Text (quotes included) with
 // jsonscan.AppendQuote of the new text, and one per image part replaced
@@ -250,7 +254,8 @@ func (p *Pass) settingsFor(body []byte, name conversation.Span, m *toolMemo) (se
 // by an earlier pass are left alone. It does not modify r; the edits and
 // their Repl slices are new and belong to the caller. Its only error is a
 // text span that is not a valid string literal (a bug upstream), which
-// the pipeline turns into a fail-open.
+// the pipeline turns into a fail-open. It looks at messages from r.From
+// on (see pipeline.PerMessage).
 func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 	if p.off || r == nil || r.Conv == nil {
 		return nil, nil
@@ -259,7 +264,7 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 	body := c.Body
 	var edits []splice.Edit
 	var m toolMemo
-	for mi := range c.Messages {
+	for mi := r.From; mi < len(c.Messages); mi++ {
 		msg := &c.Messages[mi]
 		for bi := range msg.Blocks {
 			b := &msg.Blocks[bi]

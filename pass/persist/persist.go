@@ -89,6 +89,10 @@ func New(cfg Config, blobs *store.Blobs) (*Pass, error) {
 // Name implements pipeline.Pass.
 func (p *Pass) Name() string { return "persist" }
 
+// PerMessage tells the pipeline that what the pass does to a message
+// depends on that message alone.
+func (p *Pass) PerMessage() {}
+
 // candidate is one text part of a tool result.
 type candidate struct {
 	blk   *conversation.Block
@@ -104,7 +108,7 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 	c := r.Conv
 	var out []splice.Edit
 	var cands []candidate
-	for mi := range c.Messages {
+	for mi := r.From; mi < len(c.Messages); mi++ {
 		m := &c.Messages[mi]
 		// A JSON string holds at least as many bytes as its text has
 		// characters, so a message whose results are small in bytes needs
