@@ -36,6 +36,7 @@ import (
 	"github.com/ctxguard/ctxguard/session"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
+	"github.com/ctxguard/ctxguard/validate"
 )
 
 // BypassHeader, set to 1 on a request, makes ctxguard forward it untouched.
@@ -402,4 +403,20 @@ func (g *Guard) Sweep(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// Allowed returns what a rewrite under cfg may change besides tool results,
+// in the validator's terms: tests and replays check every rewritten
+// request with validate.Rewrite(orig, sent, Allowed(cfg)).
+func Allowed(cfg config.Config) validate.Options {
+	c := cfg.Clear
+	o := validate.Options{AllowTopLevel: []string{"thinking"}} // the binding setting
+	if c.Enabled {
+		o.AllowInputEdits = len(c.ClearInputs) > 0
+		o.AllowThinkingRemoval = c.Thinking
+		o.AllowCacheMarkers = c.CacheMarker
+		o.AllowMessageRemoval = c.Trim.Enabled
+		o.AllowRoundTrimming = c.Trim.Enabled
+	}
+	return o
 }

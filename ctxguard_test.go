@@ -104,7 +104,7 @@ func TestFidelityAllOff(t *testing.T) {
 // still a valid request, differing from the client's only where the rules
 // allow.
 func TestDefaultsValid(t *testing.T) {
-	opts := validate.Options{AllowInputEdits: true, AllowThinkingRemoval: true, AllowCacheMarkers: true, AllowTopLevel: []string{"thinking"}}
+	opts := Allowed(config.Defaults())
 	for name, bodies := range corpus(t) {
 		g := newGuard(t, config.Defaults(), WithStore(store.NewMemory()))
 		for i, b := range bodies {

@@ -28,16 +28,9 @@ type Pipeline struct {
 	Check func(orig, sent []byte) error
 }
 
-// ValidateOptions are the changes ctxguard's passes may make, as
-// validate.Rewrite checks them: tool results (always), tool inputs and
-// thinking of older turns (clear), cache markers (clear's marker) and the
-// top-level thinking member (the binding setting).
-var ValidateOptions = validate.Options{
-	AllowInputEdits:      true,
-	AllowThinkingRemoval: true,
-	AllowCacheMarkers:    true,
-	AllowTopLevel:        []string{"thinking"},
-}
+// ValidateOptions are the changes the passes may make under the default
+// configuration (ctxguard.Allowed), as validate.Rewrite checks them.
+var ValidateOptions = ctxguard.Allowed(config.Defaults())
 
 // GuardPipeline returns the pipeline the proxy runs for cfg: per session a
 // new ctxguard.Guard over a fresh store.Memory, each request through
@@ -65,7 +58,7 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 	stageCfgs, staged := stageConfigs(cfg, passes)
 	p := Pipeline{
 		Passes: passes,
-		Check:  func(orig, sent []byte) error { return validate.Rewrite(orig, sent, ValidateOptions) },
+		Check:  func(orig, sent []byte) error { return validate.Rewrite(orig, sent, ctxguard.Allowed(cfg)) },
 	}
 	p.New = func(s *transcript.Session) (DetailedRewriter, store.Store, error) {
 		mem := store.NewMemory()

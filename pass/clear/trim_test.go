@@ -1,13 +1,13 @@
 package clear
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"strings"
 	"testing"
 
 	"github.com/ctxguard/ctxguard/anthropic"
-	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/validate"
@@ -74,25 +74,24 @@ func TestTrim(t *testing.T) {
 			t.Errorf("round %d dropped", i)
 		}
 	}
-	// The note's blob holds the dropped messages.
+	// The note's blob holds the dropped messages, readable: every call and
+	// result of the run, with the results' text as it was.
 	for _, rn := range runs {
-		raw := c.Bytes(pipelineSpan(c, rn))
-		k, _ := (&store.Blobs{Store: st}).KeepFrom(raw, func(r []byte) ([]byte, error) { return append(append([]byte{'['}, r...), ']'), nil })
-		rc, err := st.OpenBlob(k.ID)
+		want, err := runText(c, rn[0], rn[1])
 		if err != nil {
-			t.Fatalf("run %v: %v", rn, err)
+			t.Fatal(err)
+		}
+		id := store.ID(want)
+		rc, err := st.OpenBlob(id)
+		if err != nil {
+			t.Fatalf("run %v: blob %s: %v", rn, id, err)
 		}
 		b, _ := io.ReadAll(rc)
-		var msgs []json.RawMessage
-		if err := json.Unmarshal(b, &msgs); err != nil || len(msgs) != rn[1]-rn[0]+1 {
-			t.Errorf("blob of run %v: %d messages, %v", rn, len(msgs), err)
+		if !bytes.Equal(b, want) || !strings.Contains(string(b), big) || strings.Count(string(b), "[tool call Bash") != (rn[1]-rn[0]+1)/2 {
+			t.Errorf("blob of run %v does not hold its calls and results", rn)
 		}
-		if !strings.Contains(body, "blob "+k.ID) {
-			t.Errorf("note does not name blob %s", k.ID)
+		if !strings.Contains(body, "blob "+id) {
+			t.Errorf("note does not name blob %s", id)
 		}
 	}
-}
-
-func pipelineSpan(cv *conversation.Conversation, rn [2]int) pipeline.Span {
-	return pipeline.Span{Start: cv.Messages[rn[0]].Span.Start, End: cv.Messages[rn[1]].Span.End}
 }
