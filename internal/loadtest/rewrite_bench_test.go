@@ -76,6 +76,20 @@ func BenchmarkRewrite(b *testing.B) {
 					}
 				}
 			})
+			if pc.name == "all" {
+				// Without a session header the Guard remembers nothing:
+				// every request is parsed and judged whole, as the first
+				// request of a session (or one after a restart) is.
+				b.Run(sizeName(size)+"/rewrite-all-cold", func(b *testing.B) {
+					b.SetBytes(int64(len(data)))
+					b.ReportAllocs()
+					for b.Loop() {
+						if res := g.RewriteBody(context.Background(), nil, data); res.Err != nil {
+							b.Fatal(res.Err)
+						}
+					}
+				})
+			}
 			g.Close()
 		}
 	}
