@@ -276,13 +276,10 @@ func (g *Guard) rewriteBody(ctx context.Context, h http.Header, body, out []byte
 	}
 	run := g.pipe.Run(req)
 	res.Passes = run.Passes
-	var prevTok []int
 	if mem != nil {
-		prevTok = mem.msgTokens
-	}
-	res.TokensBefore, prevTok = promptTokens(c, stable, prevTok, nil)
-	if mem != nil {
-		mem.msgTokens = prevTok
+		res.TokensBefore, mem.msgTokens = promptTokens(c, stable, mem.msgTokens, mem.msgTokens)
+	} else {
+		res.TokensBefore, _ = promptTokens(c, 0, nil, nil)
 	}
 	if run.Err != nil {
 		g.stats.Failed.Add(1)
@@ -354,7 +351,9 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, body []byte) pro
 	g.log.Debug("rewrite", "session", res.Session, "model", res.Model.ID, "changed", res.Changed,
 		"tokens_before", res.TokensBefore, "tokens_after", res.TokensAfter, "passes", applied, "event", res.Event)
 	out := proxy.Outcome{Body: res.Body, AddBeta: res.Betas, RespHeader: hdr}
-	if res.Changed && len(res.Body) > 0 && len(buf) > 0 && &res.Body[:1][0] == &buf[:1][0] {
+	if res.Changed {
+		// The rewritten body is buf's memory (or its grown copy): it goes
+		// back to the pool when the proxy is done with it.
 		out.Release = func() { outBufs.put(res.Body) }
 	} else {
 		outBufs.put(buf)

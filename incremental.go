@@ -2,7 +2,6 @@ package ctxguard
 
 import (
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -152,14 +151,7 @@ func (m *memo) release() {
 func (r *recent) sweep(idle time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, k := range slices.Collect(func(yield func(string) bool) {
-		for k := range r.m {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		m := r.m[k]
+	for k, m := range r.m {
 		if time.Since(m.used) > idle && m.mu.TryLock() {
 			m.drop()
 			m.mu.Unlock()
@@ -173,7 +165,9 @@ func (r *recent) sweep(idle time.Duration) {
 // it, and the rest. Summing pieces lets a session's next request reuse the
 // estimates of the messages it shares (stable of them, from prev); the
 // decomposition does not depend on what was reused, so the figure is the
-// same either way. It returns the per-message estimates too.
+// same either way. It returns the per-message estimates too, appended to
+// into[:0]; into may be prev (each estimate is read before it is
+// overwritten).
 func promptTokens(c *conversation.Conversation, stable int, prev []int, into []int) (int, []int) {
 	b := c.Body
 	msgs := c.Messages

@@ -133,9 +133,6 @@ type Result struct {
 	Passes  []PassStat
 	Betas   []string // values to add to the anthropic-beta header
 	Notes   []string
-	// Edits are the applied edits, in body order, with spans in the
-	// original body. They alias the request's state.
-	Edits []splice.Edit
 	// Err is set when a pass failed and the original body was kept.
 	Err      error
 	FailedIn string // the pass that failed
@@ -210,7 +207,6 @@ func (p *Pipeline) Run(r *Request) (res Result) {
 	}
 	res.Body = out
 	res.Changed = r.edits.Len() > 0
-	res.Edits = r.edits.Edits()
 	res.Betas = r.betas
 	res.Notes = r.notes
 	return res

@@ -223,11 +223,6 @@ type BreakpointCache struct {
 	entries map[[32]byte]bool
 }
 
-// Cost prices cur and records its breakpoints as cache entries.
-func (bc *BreakpointCache) Cost(cur *Prompt) float64 {
-	return Priced(cur, bc.Read(cur))
-}
-
 // Read returns the tokens of cur billed as cache reads (the longest cached
 // prefix reachable from one of its breakpoints) and records cur's
 // breakpoints as cache entries.
@@ -264,16 +259,6 @@ func (bc *BreakpointCache) Read(cur *Prompt) int {
 
 // Tokens returns the prompt's estimated tokens.
 func (p *Prompt) Tokens() int { return p.tokens }
-
-// Segments returns the normalized bytes of each block of the prompt, in
-// the API's order. The slices alias the Prompt.
-func (p *Prompt) Segments() [][]byte {
-	out := make([][]byte, len(p.segs))
-	for i := range p.segs {
-		out[i] = p.segs[i].data
-	}
-	return out
-}
 
 // Extends reports whether request body b extends request body a as the
 // prompt cache sees them: b's prompt, read in the API's order (tools,
