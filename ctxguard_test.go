@@ -348,9 +348,18 @@ func TestCalibrationPersists(t *testing.T) {
 // Guard, which knows nothing, sends for every request, including when a
 // request breaks the previous prefix.
 func TestIncrementalSameBytes(t *testing.T) {
-	cfg := config.Defaults()
-	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
-	cfg.Clear.Payback = 0
+	small := config.Defaults()
+	small.Clear.Trigger, small.Clear.KeepTokens, small.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
+	small.Clear.Payback = 0
+	trim := small
+	trim.Clear.Trim.Enabled = true
+	for _, cfg := range []config.Config{small, trim} {
+		incrementalSameBytes(t, cfg)
+	}
+}
+
+func incrementalSameBytes(t *testing.T, cfg config.Config) {
+	t.Helper()
 	h := http.Header{"X-Claude-Code-Session-Id": {"s"}}
 	reused := 0
 	streams := corpus(t)
