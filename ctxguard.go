@@ -99,9 +99,13 @@ func WithLogger(l *slog.Logger) Option { return func(g *Guard) { g.log = l } }
 // WithStore replaces the embedded store (tests, replays, a shared store).
 func WithStore(s store.Store) Option { return func(g *Guard) { g.store = s } }
 
-// New validates cfg and builds a Guard. The embedded store is opened (and
+// New expands the paths in cfg (config.ExpandPaths), validates it and
+// builds a Guard. The embedded store is opened (and
 // created, private) under cfg.DataDir unless WithStore gave one.
 func New(cfg config.Config, opts ...Option) (*Guard, error) {
+	if err := cfg.ExpandPaths(); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -119,7 +123,7 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 		}
 	}
 	g.blobs = &store.Blobs{Store: g.store}
-	if cfg.BlobAccess != "off" {
+	if cfg.Local.Access != "off" {
 		g.blobs.BaseURL = "http://" + cfg.Listen
 	}
 	g.pipe, err = Compile(cfg, g.blobs, g.log)
@@ -376,12 +380,24 @@ func (g *Guard) Handler() (*proxy.Proxy, error) {
 	return proxy.New(proxy.Options{
 		Upstream:   u,
 		MaxBody:    g.cfg.MaxBody,
-		Timeouts:   proxy.Timeouts{Dial: g.cfg.Timeouts.Dial, ResponseHeader: g.cfg.Timeouts.ResponseHeader, Idle: g.cfg.Timeouts.Idle},
+		Timeouts:   proxyTimeouts(g.cfg.Timeouts),
 		Logger:     g.log,
 		Rewriter:   g,
 		Extra:      g.local(),
 		DumpBodies: g.cfg.Log.DumpBodies,
 	})
+}
+
+// proxyTimeouts maps the configuration's timeouts (0 disables one) to the
+// proxy's (0 takes the default, negative disables).
+func proxyTimeouts(t config.Timeouts) proxy.Timeouts {
+	off := func(d time.Duration) time.Duration {
+		if d == 0 {
+			return -1
+		}
+		return d
+	}
+	return proxy.Timeouts{Dial: off(t.Dial), ResponseHeader: off(t.ResponseHeader), Idle: off(t.Idle)}
 }
 
 // Sweep removes expired blobs and records every interval until ctx ends.

@@ -283,7 +283,7 @@ func TestLocalAccess(t *testing.T) {
 		{"off", "127.0.0.1:5000", 403},
 	} {
 		cfg := config.Defaults()
-		cfg.BlobAccess = tc.access
+		cfg.Local.Access = tc.access
 		g := newGuard(t, cfg)
 		r := httptest.NewRequest("GET", "/ctxguard/v1/blobs/"+store.ID([]byte("x")), nil)
 		r.RemoteAddr = tc.remote

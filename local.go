@@ -18,7 +18,7 @@ import (
 //	GET /ctxguard/v1/stats        counters, as JSON
 //	GET /ctxguard/v1/sessions     per-session statistics, as JSON
 //
-// They are served to loopback clients only unless blob_access is "any",
+// They are served to loopback clients only unless local.access is "any",
 // and not at all when it is "off". Handlers return errors;
 // anthropic.WriteError renders them.
 func (g *Guard) local() http.Handler {
@@ -46,11 +46,11 @@ func (g *Guard) local() http.Handler {
 	return mux
 }
 
-// localAccess applies blob_access to every /ctxguard/ endpoint.
+// localAccess applies local.access to every /ctxguard/ endpoint.
 func (g *Guard) localAccess(r *http.Request) error {
-	switch g.cfg.BlobAccess {
+	switch g.cfg.Local.Access {
 	case "off":
-		return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, nil, "ctxguard: local endpoints are off (blob_access: off)")
+		return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, nil, "ctxguard: local endpoints are off (local.access: off)")
 	case "loopback":
 		if !loopback(r.RemoteAddr) {
 			return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, nil, "ctxguard: served to loopback clients only")

@@ -28,32 +28,45 @@ import (
 
 // Config is ctxguard's whole configuration.
 type Config struct {
-	// Listen is the proxy's address. Default 127.0.0.1:8787.
+	// Listen is the proxy's address. Default 127.0.0.1:8787. An address
+	// other machines can reach (0.0.0.0, ":8787", a LAN address) needs
+	// AuthToken.
 	Listen string `yaml:"listen"`
+	// AuthToken, when set, is required on every request, in the
+	// X-Ctxguard-Token header (compared in constant time, never
+	// forwarded upstream). Required when Listen is not a loopback
+	// address. At least 16 characters. Also CTXGUARD_AUTH_TOKEN.
+	// Printed redacted.
+	AuthToken string `yaml:"auth_token"`
 	// Upstream is the model API's base URL. Default
-	// https://api.anthropic.com.
+	// https://api.anthropic.com. Credentials in it are redacted wherever
+	// ctxguard prints it.
 	Upstream string `yaml:"upstream"`
-	// MaxBody is the largest request body accepted, in bytes. Default 32
-	// MiB, the API's own limit.
+	// MaxBody is the largest request body accepted, in bytes (after
+	// decompression). Default 32 MiB, the API's own limit; larger bodies
+	// get 413.
 	MaxBody int64 `yaml:"max_body"`
 	// DataDir holds the embedded store (removed tool output, records).
-	// Default $XDG_DATA_HOME/ctxguard, else ~/.local/share/ctxguard.
-	// Created with mode 0700.
+	// Default $XDG_DATA_HOME/ctxguard, else ~/.local/share/ctxguard. "~"
+	// and $VAR are expanded. ctxguard creates it (mode 0700) if absent,
+	// adopts it if empty, and refuses a folder holding files that are not
+	// its own; it only ever writes, deletes or re-permissions its own
+	// files (see package store).
 	DataDir string `yaml:"data_dir"`
-	// BlobTTL is how long removed content is kept after its last use.
-	// Default 7 days.
+	// BlobTTL is how long removed content is kept after its last use by
+	// any request. Default 7 days.
 	BlobTTL time.Duration `yaml:"blob_ttl"`
-	// BlobAccess says who may fetch removed content over HTTP at
-	// /ctxguard/v1/blobs/{id}: "loopback" (default: only clients on
-	// 127.0.0.0/8 or ::1), "any", or "off".
-	BlobAccess string `yaml:"blob_access"`
+	// Local configures ctxguard's own endpoints under /ctxguard/.
+	Local Local `yaml:"local"`
 	// DryRun computes every rewrite and logs what it would change, but
 	// forwards the original body.
 	DryRun bool `yaml:"dry_run"`
 	// Log configures logging.
 	Log Log `yaml:"log"`
-	// Timeouts bound waits on the upstream.
+	// Timeouts bound every wait, on the client and on the upstream.
 	Timeouts Timeouts `yaml:"timeouts"`
+	// Limits bound memory.
+	Limits Limits `yaml:"limits"`
 
 	// Models patches the embedded model registry.
 	Models model.Config `yaml:"models"`
@@ -63,6 +76,19 @@ type Config struct {
 	Persist persist.Config `yaml:"persist"`
 	// Clear is the history clearing pass.
 	Clear clear.Config `yaml:"clear"`
+}
+
+// Local configures the endpoints under /ctxguard/ (blob retrieval,
+// statistics).
+type Local struct {
+	// Access says who may use them: "loopback" (default: clients on
+	// 127.0.0.0/8 or ::1 only), "any", or "off".
+	Access string `yaml:"access"`
+	// Hosts lists Host header names they answer besides the loopback
+	// ones (localhost, *.localhost, 127.0.0.0/8, [::1]). A request naming
+	// any other host is refused, so a web page cannot reach them through
+	// DNS rebinding.
+	Hosts []string `yaml:"hosts"`
 }
 
 // Log configures logging.
@@ -76,28 +102,107 @@ type Log struct {
 	DumpBodies bool `yaml:"dump_bodies"`
 }
 
-// Timeouts bound the proxy's waits on the upstream; zero means the
-// proxy's default, negative means none.
+// Timeouts bound every wait of the proxy. Zero disables one (not
+// recommended); negative values are invalid.
 type Timeouts struct {
-	Dial           time.Duration `yaml:"dial"`
+	// RequestHeader bounds reading a request's headers. Default 30s.
+	RequestHeader time.Duration `yaml:"request_header"`
+	// BodyRead bounds the client's silence while it sends a request
+	// body: no byte for this long and the request gets 408. Default 30s.
+	BodyRead time.Duration `yaml:"body_read"`
+	// BodyMinRate is the slowest average rate, in bytes per second, at
+	// which a client may send a body once BodyRead has passed: the body
+	// must be complete within BodyRead + size/BodyMinRate. Default 65536
+	// (a 32 MiB body within about 9 minutes).
+	BodyMinRate int64 `yaml:"body_min_rate"`
+	// KeepAlive bounds how long an idle client connection is kept open
+	// between requests. Default 5m.
+	KeepAlive time.Duration `yaml:"keep_alive"`
+	// Dial bounds connecting to the upstream, TLS handshake included.
+	// Default 30s.
+	Dial time.Duration `yaml:"dial"`
+	// UpstreamWrite bounds the upstream's silence while it takes the
+	// request body: if it reads nothing of it for this long, the request
+	// fails with 504. Default 30s.
+	UpstreamWrite time.Duration `yaml:"upstream_write"`
+	// ResponseHeader bounds the wait for the upstream's response headers
+	// once the request is sent. Default 10m: a non-streamed answer only
+	// starts when the model has finished.
 	ResponseHeader time.Duration `yaml:"response_header"`
-	Idle           time.Duration `yaml:"idle"`
+	// Idle bounds the upstream's silence mid-answer (the API sends SSE
+	// pings while the model works); time spent waiting for a slow client
+	// to take what was already received does not count. Default 5m.
+	Idle time.Duration `yaml:"idle"`
+	// ClientWrite bounds how long a client may leave an answer unread:
+	// if one write to it blocks this long, the answer is cut and the
+	// upstream request cancelled. Default 5m.
+	ClientWrite time.Duration `yaml:"client_write"`
+	// Shutdown bounds how long "serve" waits for requests in flight when
+	// asked to stop. Default 30s.
+	Shutdown time.Duration `yaml:"shutdown"`
+}
+
+// Limits bound the memory ctxguard holds.
+type Limits struct {
+	// MaxBuffered caps the request bytes held in memory at once, across
+	// all requests (bodies as received, decoded and rewritten). A request
+	// that would go over it is answered with the API's overloaded error
+	// (529, with Retry-After) instead. Default 128 MiB (four bodies of
+	// the maximum size).
+	MaxBuffered int64 `yaml:"max_buffered"`
+	// Sessions caps how many sessions' last requests are remembered for
+	// incremental rewrites. Default 32.
+	Sessions int `yaml:"sessions"`
+	// SessionMemory caps the bytes those memories hold together; the
+	// least recently used go first. Default 64 MiB.
+	SessionMemory int64 `yaml:"session_memory"`
+	// SessionIdle is how long a session's memory is kept after its last
+	// request. Default 5m.
+	SessionIdle time.Duration `yaml:"session_idle"`
+	// MemoryStore caps the bytes of blobs kept in memory when the data
+	// directory cannot be written (read-only file system, no permission)
+	// and ctxguard serves without persistence. Default 128 MiB.
+	MemoryStore int64 `yaml:"memory_store"`
 }
 
 // Defaults returns the configuration ctxguard runs with when given none.
 func Defaults() Config {
 	return Config{
-		Listen:     "127.0.0.1:8787",
-		Upstream:   "https://api.anthropic.com",
-		MaxBody:    32 << 20,
-		DataDir:    defaultDataDir(),
-		BlobTTL:    7 * 24 * time.Hour,
-		BlobAccess: "loopback",
-		Log:        Log{Level: "info", Format: "text"},
-		Models:     model.Defaults(),
-		Compress:   compress.Defaults(),
-		Persist:    persist.Defaults(),
-		Clear:      clear.Defaults(),
+		Listen:   "127.0.0.1:8787",
+		Upstream: "https://api.anthropic.com",
+		MaxBody:  32 << 20,
+		DataDir:  defaultDataDir(),
+		BlobTTL:  7 * 24 * time.Hour,
+		Local:    Local{Access: "loopback"},
+		Log:      Log{Level: "info", Format: "text"},
+		Timeouts: DefaultTimeouts(),
+		Limits: Limits{
+			MaxBuffered:   128 << 20,
+			Sessions:      32,
+			SessionMemory: 64 << 20,
+			SessionIdle:   5 * time.Minute,
+			MemoryStore:   128 << 20,
+		},
+		Models:   model.Defaults(),
+		Compress: compress.Defaults(),
+		Persist:  persist.Defaults(),
+		Clear:    clear.Defaults(),
+	}
+}
+
+// DefaultTimeouts returns the timeouts ctxguard runs with when given none.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{
+		RequestHeader:  30 * time.Second,
+		BodyRead:       30 * time.Second,
+		BodyMinRate:    64 << 10,
+		KeepAlive:      5 * time.Minute,
+		Dial:           30 * time.Second,
+		UpstreamWrite:  30 * time.Second,
+		ResponseHeader: 10 * time.Minute,
+		Idle:           5 * time.Minute,
+		ClientWrite:    5 * time.Minute,
+		Shutdown:       30 * time.Second,
 	}
 }
 
@@ -161,9 +266,12 @@ func Decode(cfg *Config, b []byte, name string) error {
 	return nil
 }
 
-// ApplyEnv applies CTXGUARD_LISTEN and CTXGUARD_UPSTREAM (and
-// CTXGUARD_DATA_DIR) from getenv.
+// ApplyEnv applies CTXGUARD_LISTEN, CTXGUARD_UPSTREAM, CTXGUARD_DATA_DIR
+// and CTXGUARD_AUTH_TOKEN from getenv.
 func (c *Config) ApplyEnv(getenv func(string) string) {
+	if v := getenv("CTXGUARD_AUTH_TOKEN"); v != "" {
+		c.AuthToken = v
+	}
 	if v := getenv("CTXGUARD_LISTEN"); v != "" {
 		c.Listen = v
 	}
@@ -175,9 +283,19 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	}
 }
 
+// Redacted is what YAML prints in place of a secret. Validate refuses it
+// as a value, so a printed configuration reused as a file cannot run
+// with it by mistake.
+const Redacted = "<redacted>"
+
 // YAML renders c as the YAML that Load would read back to the same
-// configuration.
+// configuration, except for secrets: the auth token and any password in
+// the upstream URL are printed as Redacted.
 func (c Config) YAML() ([]byte, error) {
+	if c.AuthToken != "" {
+		c.AuthToken = Redacted
+	}
+	c.Upstream = RedactURL(c.Upstream)
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -188,14 +306,50 @@ func (c Config) YAML() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// RedactURL returns u with any password replaced by "xxxxx" (and a user
+// name alone kept); a string that does not parse as a URL is returned as
+// "<unparsable URL>", since it may hold a secret.
+func RedactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	return p.Redacted()
+}
+
+// LoopbackHost reports whether host (a host name or IP address, without
+// port or brackets) names this machine only: "localhost", a name under
+// ".localhost", or a loopback address.
+func LoopbackHost(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// minTokenLen is the shortest auth token accepted.
+const minTokenLen = 16
+
 // Validate reports every problem in c, joined, or nil.
 func (c Config) Validate() error {
 	var errs []error
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+	if host, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen: %q: %v", c.Listen, err))
+	} else if !LoopbackHost(host) && c.AuthToken == "" {
+		errs = append(errs, fmt.Errorf("listen: %s can be reached from other machines; set auth_token (or CTXGUARD_AUTH_TOKEN) so that only clients sending it in X-Ctxguard-Token are served, or listen on 127.0.0.1", c.Listen))
+	}
+	switch {
+	case c.AuthToken == Redacted:
+		errs = append(errs, fmt.Errorf("auth_token: %q is what `ctxguard config` prints in place of the token, not a token", Redacted))
+	case c.AuthToken != "" && len(c.AuthToken) < minTokenLen:
+		errs = append(errs, fmt.Errorf("auth_token: %d characters; use at least %d", len(c.AuthToken), minTokenLen))
+	case strings.ContainsAny(c.AuthToken, "\r\n\x00"):
+		errs = append(errs, errors.New("auth_token: holds a line break or NUL; it must fit in an HTTP header"))
 	}
 	if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("upstream: %q is not an http(s) URL", c.Upstream))
+		errs = append(errs, fmt.Errorf("upstream: %q is not an http(s) URL", RedactURL(c.Upstream)))
 	}
 	if c.MaxBody <= 0 {
 		errs = append(errs, fmt.Errorf("max_body: %d must be positive", c.MaxBody))
@@ -206,11 +360,18 @@ func (c Config) Validate() error {
 	if c.BlobTTL < 0 {
 		errs = append(errs, fmt.Errorf("blob_ttl: %v is negative", c.BlobTTL))
 	}
-	switch c.BlobAccess {
+	switch c.Local.Access {
 	case "loopback", "any", "off":
 	default:
-		errs = append(errs, fmt.Errorf("blob_access: %q must be loopback, any or off", c.BlobAccess))
+		errs = append(errs, fmt.Errorf("local.access: %q must be loopback, any or off", c.Local.Access))
 	}
+	for _, h := range c.Local.Hosts {
+		if h == "" || strings.ContainsAny(h, " /:@") {
+			errs = append(errs, fmt.Errorf("local.hosts: %q is not a host name", h))
+		}
+	}
+	errs = append(errs, c.Timeouts.validate()...)
+	errs = append(errs, c.Limits.validate(c.MaxBody)...)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -234,4 +395,112 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("clear: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+func (t Timeouts) validate() []error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"request_header", t.RequestHeader}, {"body_read", t.BodyRead}, {"keep_alive", t.KeepAlive},
+		{"dial", t.Dial}, {"upstream_write", t.UpstreamWrite}, {"response_header", t.ResponseHeader},
+		{"idle", t.Idle}, {"client_write", t.ClientWrite}, {"shutdown", t.Shutdown},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("timeouts.%s: %v is negative (0 disables it)", d.name, d.v))
+		}
+	}
+	if t.BodyMinRate < 0 {
+		errs = append(errs, fmt.Errorf("timeouts.body_min_rate: %d is negative (0 disables it)", t.BodyMinRate))
+	}
+	return errs
+}
+
+func (l Limits) validate(maxBody int64) []error {
+	var errs []error
+	if l.MaxBuffered < maxBody {
+		errs = append(errs, fmt.Errorf("limits.max_buffered: %d is less than max_body (%d): a body of the maximum size could never be served", l.MaxBuffered, maxBody))
+	}
+	if l.Sessions < 0 {
+		errs = append(errs, fmt.Errorf("limits.sessions: %d is negative (0 remembers none)", l.Sessions))
+	}
+	if l.SessionMemory < 0 {
+		errs = append(errs, fmt.Errorf("limits.session_memory: %d is negative", l.SessionMemory))
+	}
+	if l.SessionIdle < 0 {
+		errs = append(errs, fmt.Errorf("limits.session_idle: %v is negative", l.SessionIdle))
+	}
+	if l.MemoryStore < 0 {
+		errs = append(errs, fmt.Errorf("limits.memory_store: %d is negative", l.MemoryStore))
+	}
+	return errs
+}
+
+// ExpandPaths expands "~" (the user's home) at the start of path fields
+// (data_dir) and $VAR or ${VAR} anywhere in them. A variable that is not
+// set is an error naming it, rather than an empty string that would move
+// the path somewhere else.
+func (c *Config) ExpandPaths() error {
+	p, err := ExpandPath(c.DataDir, os.LookupEnv, os.UserHomeDir)
+	if err != nil {
+		return fmt.Errorf("data_dir: %w", err)
+	}
+	c.DataDir = p
+	return nil
+}
+
+// ExpandPath expands a leading "~" or "~/" with home() and $VAR or ${VAR}
+// with lookup. "~user" forms are not supported and are an error; "$$"
+// is a literal "$".
+func ExpandPath(p string, lookup func(string) (string, bool), home func() (string, error)) (string, error) {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		h, err := home()
+		if err != nil || h == "" {
+			return "", fmt.Errorf("%q: no home directory to expand ~ with", p)
+		}
+		p = h + p[1:]
+	} else if strings.HasPrefix(p, "~") {
+		return "", fmt.Errorf("%q: ~user is not supported; write the path out", p)
+	}
+	if !strings.Contains(p, "$") {
+		return p, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] != '$' {
+			b.WriteByte(p[i])
+			continue
+		}
+		if i+1 < len(p) && p[i+1] == '$' {
+			b.WriteByte('$')
+			i++
+			continue
+		}
+		var name string
+		if i+1 < len(p) && p[i+1] == '{' {
+			end := strings.IndexByte(p[i+2:], '}')
+			if end < 0 {
+				return "", fmt.Errorf("%q: unclosed ${", p)
+			}
+			name = p[i+2 : i+2+end]
+			i += 2 + end
+		} else {
+			j := i + 1
+			for j < len(p) && (p[j] == '_' || p[j] >= 'a' && p[j] <= 'z' || p[j] >= 'A' && p[j] <= 'Z' || p[j] >= '0' && p[j] <= '9') {
+				j++
+			}
+			name = p[i+1 : j]
+			i = j - 1
+		}
+		if name == "" {
+			return "", fmt.Errorf("%q: $ without a variable name (write $$ for a literal $)", p)
+		}
+		v, ok := lookup(name)
+		if !ok {
+			return "", fmt.Errorf("%q: environment variable %s is not set", p, name)
+		}
+		b.WriteString(v)
+	}
+	return b.String(), nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,7 +71,7 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Upstream = "ftp://x" }, "upstream"},
 		{func(c *Config) { c.MaxBody = 0 }, "max_body"},
 		{func(c *Config) { c.DataDir = "" }, "data_dir"},
-		{func(c *Config) { c.BlobAccess = "world" }, "blob_access"},
+		{func(c *Config) { c.Local.Access = "world" }, "local.access"},
 		{func(c *Config) { c.Log.Level = "loud" }, "log.level"},
 		{func(c *Config) { c.Clear.KeepUses = -1 }, "clear: keep_uses"},
 		{func(c *Config) { c.Persist.Preview = -1 }, "persist: preview"},
@@ -107,9 +108,9 @@ func TestYAMLRoundTrip(t *testing.T) {
 
 func TestEnv(t *testing.T) {
 	c := Defaults()
-	env := map[string]string{"CTXGUARD_LISTEN": "127.0.0.1:1", "CTXGUARD_UPSTREAM": "http://u", "CTXGUARD_DATA_DIR": "/d"}
+	env := map[string]string{"CTXGUARD_LISTEN": "127.0.0.1:1", "CTXGUARD_UPSTREAM": "http://u", "CTXGUARD_DATA_DIR": "/d", "CTXGUARD_AUTH_TOKEN": "tok-0123456789abcdef"}
 	c.ApplyEnv(func(k string) string { return env[k] })
-	if c.Listen != "127.0.0.1:1" || c.Upstream != "http://u" || c.DataDir != "/d" {
+	if c.Listen != "127.0.0.1:1" || c.Upstream != "http://u" || c.DataDir != "/d" || c.AuthToken != "tok-0123456789abcdef" {
 		t.Errorf("%+v", c)
 	}
 }
@@ -117,5 +118,123 @@ func TestEnv(t *testing.T) {
 func TestLoadMissing(t *testing.T) {
 	if _, err := Load(filepath.Join(t.TempDir(), "none.yaml")); err == nil {
 		t.Error("missing file: no error")
+	}
+}
+
+func TestExpandPath(t *testing.T) {
+	env := map[string]string{"XDG": "/x/data", "EMPTY": "", "A_1": "a"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	home := func() (string, error) { return "/home/u", nil }
+	for _, tc := range []struct{ in, want, err string }{
+		{in: "/abs/path", want: "/abs/path"},
+		{in: "rel/path", want: "rel/path"},
+		{in: "~", want: "/home/u"},
+		{in: "~/.local/share/ctxguard", want: "/home/u/.local/share/ctxguard"},
+		{in: "$XDG/ctxguard", want: "/x/data/ctxguard"},
+		{in: "${XDG}/ctxguard", want: "/x/data/ctxguard"},
+		{in: "/p/$A_1-b", want: "/p/a-b"},
+		{in: "/p/$EMPTY/x", want: "/p//x"},
+		{in: "/price$$", want: "/price$"},
+		{in: "a~b", want: "a~b"},
+		{in: "$NOPE/ctxguard", err: "NOPE is not set"},
+		{in: "${XDG", err: "unclosed"},
+		{in: "/p/$/x", err: "without a variable name"},
+		{in: "~other/x", err: "~user is not supported"},
+	} {
+		got, err := ExpandPath(tc.in, lookup, home)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ExpandPath(%q) = %q, %v; want error containing %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ExpandPath(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	if _, err := ExpandPath("~/x", lookup, func() (string, error) { return "", errors.New("no home") }); err == nil {
+		t.Error("~ without a home directory: no error")
+	}
+}
+
+func TestExpandPathsFromFile(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("CTXGUARD_TEST_ROOT", "/srv")
+	for in, want := range map[string]string{
+		"data_dir: ~/.local/share/ctxguard\n": filepath.Join(home, ".local/share/ctxguard"),
+		"data_dir: $CTXGUARD_TEST_ROOT/cg\n":  "/srv/cg",
+	} {
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		os.WriteFile(path, []byte(in), 0o600)
+		c, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ExpandPaths(); err != nil || c.DataDir != want {
+			t.Errorf("%q: data_dir %q, %v; want %q", in, c.DataDir, err, want)
+		}
+	}
+}
+
+func TestListenNeedsToken(t *testing.T) {
+	for _, tc := range []struct {
+		listen, token string
+		ok            bool
+	}{
+		{"127.0.0.1:8787", "", true},
+		{"localhost:8787", "", true},
+		{"[::1]:8787", "", true},
+		{"127.0.0.2:0", "", true},
+		{"0.0.0.0:8787", "", false},
+		{":8787", "", false},
+		{"[::]:8787", "", false},
+		{"192.168.1.5:8787", "", false},
+		{"myhost:8787", "", false},
+		{"0.0.0.0:8787", "0123456789abcdef", true},
+		{"0.0.0.0:8787", "short", false},
+		{"127.0.0.1:8787", Redacted, false},
+		{"127.0.0.1:8787", "0123456789abcdef\n", false},
+	} {
+		c := Defaults()
+		c.Listen, c.AuthToken = tc.listen, tc.token
+		err := c.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("listen %q token %q: Validate() = %v, want ok=%v", tc.listen, tc.token, err, tc.ok)
+		}
+	}
+}
+
+func TestSecretsRedacted(t *testing.T) {
+	c := Defaults()
+	c.AuthToken = "0123456789abcdef-secret"
+	c.Upstream = "https://user:hunter2-password@gateway.example.com/v1"
+	b, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"hunter2-password", "0123456789abcdef-secret"} {
+		if strings.Contains(string(b), secret) {
+			t.Errorf("printed configuration holds %q:\n%s", secret, b)
+		}
+	}
+	if !strings.Contains(string(b), "https://user:xxxxx@gateway.example.com/v1") || !strings.Contains(string(b), Redacted) {
+		t.Errorf("redactions missing:\n%s", b)
+	}
+	c.Upstream = "ftp://u:hunter2-password@x"
+	if err := c.Validate(); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("Validate error %v shows the password", err)
+	}
+}
+
+func TestTimeoutsPrinted(t *testing.T) {
+	b, err := Defaults().YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"idle: 5m0s", "response_header: 10m0s", "dial: 30s", "body_read: 30s", "upstream_write: 30s", "client_write: 5m0s"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("printed configuration lacks %q:\n%s", want, b)
+		}
 	}
 }

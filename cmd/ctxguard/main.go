@@ -103,6 +103,9 @@ func loadConfig(name string, args []string) (config.Config, error) {
 	if set["log-level"] {
 		cfg.Log.Level = *level
 	}
+	if err := cfg.ExpandPaths(); err != nil {
+		return cfg, err
+	}
 	return cfg, cfg.Validate()
 }
 
