@@ -2,9 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -22,8 +21,17 @@ import (
 // source.
 //
 //	go run ./cmd/ctxguard bench [--duration 3m] [--sizes 100KB,1MB,5MB] [--concurrency 1,8] [--modes sse,json] [--json | --benchfmt] ...
-func bench(args []string) error {
-	fs := flag.NewFlagSet("ctxguard bench", flag.ContinueOnError)
+const benchUsage = `usage: ctxguard bench [flags]
+
+Measures ctxguard's overhead: a loopback load test of Claude Code-shaped
+bodies against a fake upstream directly, through a plain reverse proxy and
+through ctxguard serve.
+
+flags:
+`
+
+func bench(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("ctxguard bench", benchUsage, stdout)
 	duration := fs.Duration("duration", 3*time.Minute, "measuring time, split over the cases (warm-up and setup on top)")
 	maxReq := fs.Int("max-requests", 2000, "most measured requests per target and case")
 	warmup := fs.Int("warmup", 3, "warm-up rounds per case, not counted")
@@ -41,14 +49,11 @@ func bench(args []string) error {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	benchfmt := fs.Bool("benchfmt", false, "print the report in the Go benchmark format (for benchstat)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return usageError{cmd: fs.Name(), err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	opt := loadtest.Options{Root: *root, SessionID: *session, Duration: *duration, MaxRequests: *maxReq, Warmup: *warmup,
 		UpstreamDelay: *delay, EventDelay: *eventDelay, CtxguardBin: *ctBin, PassthroughBin: *ptBin}
@@ -69,7 +74,7 @@ func bench(args []string) error {
 		opt.CtxguardEnv = strings.Split(*ctEnv, ",")
 	}
 	if !*quiet {
-		opt.Progress = os.Stderr
+		opt.Progress = stderr
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -79,9 +84,9 @@ func bench(args []string) error {
 	}
 	switch {
 	case *asJSON:
-		return rep.WriteJSON(os.Stdout)
+		return rep.WriteJSON(stdout)
 	case *benchfmt:
-		return rep.WriteBenchfmt(os.Stdout)
+		return rep.WriteBenchfmt(stdout)
 	}
-	return rep.WriteText(os.Stdout)
+	return rep.WriteText(stdout)
 }

@@ -4,9 +4,10 @@
 //	ctxguard config   [--config FILE]   print the effective configuration
 //	ctxguard replay   [flags] [PATH...]  what ctxguard would save on transcripts
 //	ctxguard bench    [flags]            the overhead load test
+//	ctxguard version                     print the version
 //
 // Flags override the environment (CTXGUARD_LISTEN, CTXGUARD_UPSTREAM,
-// CTXGUARD_DATA_DIR), which overrides the config file, which overrides the
+// CTXGUARD_DATA_DIR, CTXGUARD_AUTH_TOKEN), which overrides the config file, which overrides the
 // embedded defaults.
 package main
 
@@ -21,6 +22,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -35,51 +38,164 @@ commands:
   config   print the effective configuration as YAML
   replay   what-if report: replay session transcripts through the pipeline
   bench    measure ctxguard's overhead (loopback load test); --json, --benchfmt
+  version  print the version
 
 run "ctxguard <command> -h" for the flags of a command
 `
 
-func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run runs one command and returns the exit status: 0 on success and for
+// -h, 2 for a usage error (unknown command, bad flag), 1 for a failure.
+// Every error is printed once, to stderr.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
 	}
 	var err error
-	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	switch cmd, args := args[0], args[1:]; cmd {
 	case "serve":
-		err = serve(args)
+		err = serve(args, stdout, stderr)
 	case "config":
-		err = printConfig(args, os.Stdout)
+		err = printConfig(args, stdout)
 	case "replay":
-		err = replay(args)
+		err = runReplay(args, stdout, stderr, isTerminal(stderr))
 	case "bench":
-		err = bench(args)
-	case "-h", "--help", "help":
-		fmt.Fprint(os.Stdout, usage)
+		err = bench(args, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, version())
+	case "-h", "--help", "-help", "help":
+		fmt.Fprint(stdout, usage)
 	default:
-		fmt.Fprintf(os.Stderr, "ctxguard: unknown command %q\n\n%s", cmd, usage)
-		os.Exit(2)
+		fmt.Fprintf(stderr, "ctxguard: unknown command %q\n\n%s", cmd, usage)
+		return 2
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "ctxguard:", err)
-		os.Exit(1)
+	var ue usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "%s: %v\nrun \"%s -h\" for its flags\n", ue.cmd, ue.err, ue.cmd)
+		return 2
 	}
+	fmt.Fprintln(stderr, "ctxguard:", err)
+	return 1
 }
 
-// loadConfig parses the common flags and returns the effective config.
-func loadConfig(name string, args []string) (config.Config, error) {
-	fs := flag.NewFlagSet("ctxguard "+name, flag.ContinueOnError)
+// errHelp is returned by parseFlags after it printed a command's usage for
+// -h: the command did what was asked.
+var errHelp = errors.New("help printed")
+
+// usageError is a bad command line: printed once, with a hint, exit 2.
+type usageError struct {
+	cmd string
+	err error
+}
+
+func (e usageError) Error() string { return e.cmd + ": " + e.err.Error() }
+
+// newFlagSet returns a flag set whose -h prints help (a description, then
+// the flags) to stdout.
+func newFlagSet(name, help string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fs.SetOutput(stdout)
+		fmt.Fprint(stdout, help)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args into fs without letting package flag print
+// anything: -h prints the usage (errHelp), a bad flag comes back as a
+// usageError for run to print once.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage()
+		return errHelp
+	case err != nil:
+		return usageError{cmd: fs.Name(), err: err}
+	}
+	return nil
+}
+
+// version reports the module version, the VCS revision when the binary
+// was built with it, and the Go version.
+func version() string {
+	v, rev, dirty := "(devel)", "", false
+	goVersion := runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	out := "ctxguard " + v
+	if rev != "" {
+		out += " " + rev[:min(12, len(rev))]
+		if dirty {
+			out += "+dirty"
+		}
+	}
+	return out + " " + goVersion + " " + runtime.GOOS + "/" + runtime.GOARCH
+}
+
+const commonHelp = `
+Flags override the environment (CTXGUARD_LISTEN, CTXGUARD_UPSTREAM,
+CTXGUARD_DATA_DIR, CTXGUARD_AUTH_TOKEN), which overrides the config file,
+which overrides the embedded defaults.
+
+flags:
+`
+
+const serveHelp = `usage: ctxguard serve [flags]
+
+Runs the proxy: point a client's API base URL at it, e.g.
+  ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude
+` + commonHelp
+
+const configHelp = `usage: ctxguard config [flags]
+
+Prints the effective configuration as YAML (secrets redacted).
+` + commonHelp
+
+// serveFlags are serve's own flags, beside the common ones.
+type serveFlags struct {
+	exitWithParent string
+}
+
+// loadConfig parses the common flags (and, for serve, sf's) and returns
+// the effective config, paths expanded and validated.
+func loadConfig(name, help string, args []string, stdout io.Writer, sf *serveFlags) (config.Config, error) {
+	fs := newFlagSet("ctxguard "+name, help, stdout)
 	file := fs.String("config", "", "YAML config file")
 	listen := fs.String("listen", "", "listen address (default 127.0.0.1:8787)")
 	upstream := fs.String("upstream", "", "upstream API base URL (default https://api.anthropic.com)")
-	dataDir := fs.String("data-dir", "", "data directory for the embedded store")
+	dataDir := fs.String("data-dir", "", "data directory for the embedded store (default ~/.local/share/ctxguard)")
 	dryRun := fs.Bool("dry-run", false, "compute rewrites and log them, forward the original")
 	level := fs.String("log-level", "", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	if sf != nil {
+		fs.StringVar(&sf.exitWithParent, "exit-with-parent", "auto", "exit when the parent process does: true, false, or auto (true when started by go run)")
+	}
+	if err := parseFlags(fs, args); err != nil {
 		return config.Config{}, err
 	}
 	if fs.NArg() > 0 {
-		return config.Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return config.Config{}, usageError{cmd: fs.Name(), err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	cfg, err := config.Load(*file)
 	if err != nil {
@@ -110,7 +226,7 @@ func loadConfig(name string, args []string) (config.Config, error) {
 }
 
 func printConfig(args []string, w io.Writer) error {
-	cfg, err := loadConfig("config", args)
+	cfg, err := loadConfig("config", configHelp, args, w, nil)
 	if err != nil {
 		return err
 	}
@@ -122,22 +238,27 @@ func printConfig(args []string, w io.Writer) error {
 	return err
 }
 
-func newLogger(cfg config.Config) *slog.Logger {
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(cfg.Log.Level))
 	opts := &slog.HandlerOptions{Level: lv}
 	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-func serve(args []string) error {
-	cfg, err := loadConfig("serve", args)
+func serve(args []string, stdout, stderr io.Writer) error {
+	var sf serveFlags
+	cfg, err := loadConfig("serve", serveHelp, args, stdout, &sf)
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg)
+	exitWithParent, err := parentWatch(sf.exitWithParent)
+	if err != nil {
+		return usageError{cmd: "ctxguard serve", err: err}
+	}
+	log := newLogger(cfg, stderr)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
@@ -156,22 +277,41 @@ func serve(args []string) error {
 		return err
 	}
 	defer h.Close()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	t := cfg.Timeouts
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.RequestHeader,
+		IdleTimeout:       t.KeepAlive,
+		// No ReadTimeout or WriteTimeout: bodies and streamed answers
+		// are bounded by the proxy's own timeouts, which measure
+		// silence rather than total time.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if exitWithParent {
+		ctx = watchParent(ctx, log, time.Second)
+	}
 	go g.Sweep(ctx, time.Hour)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("listening on http://"+cfg.Listen, "upstream", cfg.Upstream, "data_dir", cfg.DataDir, "dry_run", cfg.DryRun)
+	log.Info("listening on http://"+cfg.Listen, "upstream", config.RedactURL(cfg.Upstream), "data_dir", cfg.DataDir, "dry_run", cfg.DryRun)
+	if host, _, _ := net.SplitHostPort(cfg.Listen); !config.LoopbackHost(host) {
+		log.Warn("listening beyond loopback: other machines can reach this proxy; every request must carry the auth token in X-Ctxguard-Token", "listen", cfg.Listen)
+	}
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	log.Info("shutting down", "reason", context.Cause(ctx))
+	sctx := context.Background()
+	if t.Shutdown > 0 {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeout(sctx, t.Shutdown)
+		defer cancel()
+	}
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}

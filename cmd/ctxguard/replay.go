@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,20 +25,10 @@ after the paths.
 flags:
 `
 
-// replay runs `ctxguard replay`.
-func replay(args []string) error {
-	return runReplay(args, os.Stdout, os.Stderr, isTerminal(os.Stderr))
-}
-
 // runReplay is replay with its streams given; tty says whether stderr is
 // a terminal (the progress bar is drawn only then, or with --progress).
 func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
-	fs := flag.NewFlagSet("ctxguard replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, replayUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("ctxguard replay", replayUsage, stdout)
 	cfgFile := fs.String("config", "", "ctxguard YAML config, loaded as serve loads it (default: the embedded defaults)")
 	off := fs.Bool("off", false, "switch every rule off (a baseline: every ratio must be 1)")
 	profile := fs.String("profile", "", "JSON profile with the system prompt, tools and settings replayed requests carry (default: the built-in one)")
@@ -54,10 +42,7 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 	// Flags may come before and after the paths.
 	var paths []string
 	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil
-			}
+		if err := parseFlags(fs, rest); err != nil {
 			return err
 		}
 		rest = fs.Args()
@@ -141,7 +126,11 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 }
 
 // isTerminal reports whether f is a character device (a terminal).
-func isTerminal(f *os.File) bool {
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -188,9 +189,9 @@ func TestReplayErrors(t *testing.T) {
 	if _, _, err := runArgs(t, false); err == nil || !strings.Contains(err.Error(), ".claude") {
 		t.Errorf("no path: %v", err)
 	}
-	// -h prints the usage and is not an error.
-	_, errOut, err := runArgs(t, false, "-h")
-	if err != nil || !strings.Contains(errOut, "usage: ctxguard replay") || !strings.Contains(errOut, "-chart") {
-		t.Errorf("-h: %v %q", err, errOut)
+	// -h prints the usage to stdout and is not an error.
+	out, _, err := runArgs(t, false, "-h")
+	if !errors.Is(err, errHelp) || !strings.Contains(out, "usage: ctxguard replay") || !strings.Contains(out, "-chart") {
+		t.Errorf("-h: %v %q", err, out)
 	}
 }

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ctxguard/ctxguard/config"
+)
+
+// TestMain lets tests run the test binary as the ctxguard command
+// (CTXGUARD_TEST_MAIN=1), so that process-level behaviour is tested on the
+// real main without a separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv("CTXGUARD_TEST_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func runCmd(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestCommandLine(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_DATA_HOME", "")
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		code       int
+		stdout     string // a part of it
+		stderr     string // a part of it ("" means empty)
+		stderrOnce string // must appear exactly once
+	}{
+		{name: "no command", args: nil, code: 2, stderr: "usage: ctxguard"},
+		{name: "help", args: []string{"help"}, code: 0, stdout: "commands:"},
+		{name: "unknown command", args: []string{"frobnicate"}, code: 2, stderr: `unknown command "frobnicate"`},
+		{name: "serve -h", args: []string{"serve", "-h"}, code: 0, stdout: "-listen string"},
+		{name: "serve --help", args: []string{"serve", "--help"}, code: 0, stdout: "-exit-with-parent"},
+		{name: "config -h", args: []string{"config", "-h"}, code: 0, stdout: "Prints the effective configuration"},
+		{name: "replay -h", args: []string{"replay", "-h"}, code: 0, stdout: "usage: ctxguard replay"},
+		{name: "bench -h", args: []string{"bench", "-h"}, code: 0, stdout: "usage: ctxguard bench"},
+		{name: "bad flag", args: []string{"serve", "--bogus"}, code: 2, stderrOnce: "flag provided but not defined: -bogus"},
+		{name: "bad replay flag", args: []string{"replay", "--bogus"}, code: 2, stderrOnce: "flag provided but not defined: -bogus"},
+		{name: "stray argument", args: []string{"config", "extra"}, code: 2, stderrOnce: `unexpected argument "extra"`},
+		{name: "version", args: []string{"version"}, code: 0, stdout: "ctxguard "},
+		{name: "--version", args: []string{"--version"}, code: 0, stdout: "ctxguard "},
+		{name: "config", args: []string{"config"}, code: 0, stdout: "idle: 5m0s"},
+		{name: "open to the network without a token", args: []string{"config", "--listen", "0.0.0.0:8787"}, code: 1, stderrOnce: "set auth_token"},
+		{name: "bad exit-with-parent", args: []string{"serve", "--exit-with-parent", "maybe"}, code: 2, stderrOnce: "must be true, false or auto"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCmd(tc.args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, stdout, stderr)
+			}
+			if !strings.Contains(stdout, tc.stdout) {
+				t.Errorf("stdout lacks %q:\n%s", tc.stdout, stdout)
+			}
+			switch {
+			case tc.stderrOnce != "":
+				if n := strings.Count(stderr, tc.stderrOnce); n != 1 {
+					t.Errorf("stderr holds %q %d times, want once:\n%s", tc.stderrOnce, n, stderr)
+				}
+			case tc.stderr == "":
+				if stderr != "" {
+					t.Errorf("stderr not empty: %s", stderr)
+				}
+			case !strings.Contains(stderr, tc.stderr):
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, stderr)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	v := version()
+	if !regexp.MustCompile(`^ctxguard \S+( [0-9a-f]{1,12}(\+dirty)?)? go\S+ \w+/\w+$`).MatchString(v) {
+		t.Errorf("version() = %q", v)
+	}
+}
+
+func TestBuiltByGoRun(t *testing.T) {
+	for exe, want := range map[string]bool{
+		"/tmp/go-build1234567/b001/exe/ctxguard":        true,
+		"/var/folders/x/T/go-build99/b001/exe/ctxguard": true,
+		"/usr/local/bin/ctxguard":                       false,
+		"/home/u/go/bin/ctxguard":                       false,
+		"/home/u/exe/ctxguard":                          false,
+	} {
+		if got := builtByGoRun(exe); got != want {
+			t.Errorf("builtByGoRun(%q) = %v, want %v", exe, got, want)
+		}
+	}
+}
+
+// TestServeExitsWithParent: `go run ./cmd/ctxguard serve &` then `kill %1`
+// kills only the go command; ctxguard, re-parented, must notice, shut
+// down and free its port.
+func TestServeExitsWithParent(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "serve.log")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shell starts serve in the background, prints its pid, and exits
+	// when the test closes its stdin: then serve's parent is gone.
+	sh := exec.Command("sh", "-c", `"$0" serve --listen 127.0.0.1:0 --data-dir "$1" --exit-with-parent=true >"$2" 2>&1 </dev/null & echo $!; read x || true`,
+		self, filepath.Join(dir, "data"), logPath)
+	sh.Env = append(os.Environ(), "CTXGUARD_TEST_MAIN=1")
+	stdin, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := sh.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("pid %q: %v", line, err)
+	}
+	t.Cleanup(func() { _ = killIfAlive(pid) })
+
+	deadline := time.Now().Add(60 * time.Second)
+	var addr string
+	for addr == "" && time.Now().Before(deadline) && alive(pid) {
+		b, _ := os.ReadFile(logPath)
+		if m := regexp.MustCompile(`listening on http://(\S+?)"`).FindSubmatch(b); m != nil {
+			addr = string(m[1])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if addr == "" {
+		b, _ := os.ReadFile(logPath)
+		t.Fatalf("serve never listened; log:\n%s", b)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err != nil {
+		t.Fatalf("serve does not accept connections: %v", err)
+	} else {
+		c.Close()
+	}
+	stdin.Close() // the parent exits
+	if err := sh.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(logPath)
+	if alive(pid) {
+		t.Fatalf("serve (pid %d) still runs after its parent exited; log:\n%s", pid, b)
+	}
+	if !strings.Contains(string(b), "parent process exited") {
+		t.Errorf("log does not say why it stopped:\n%s", b)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("port %s still accepts connections", addr)
+	}
+}
+
+// alive reports whether pid runs (a zombie, exited but not reaped, does
+// not count).
+func alive(pid int) bool {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	if i := strings.LastIndexByte(line, ')'); i >= 0 && i+2 < len(line) {
+		return line[i+2] != 'Z' && line[i+2] != 'X'
+	}
+	return true
+}
+
+func killIfAlive(pid int) error {
+	if !alive(pid) {
+		return nil
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	return p.Kill()
+}
+
+// TestREADMEConfig: the configuration block in the README shows what
+// `ctxguard config` prints: loaded as a config file, it is the effective
+// configuration with no file at all.
+func TestREADMEConfig(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_DATA_HOME", "")
+	for _, k := range []string{"CTXGUARD_LISTEN", "CTXGUARD_UPSTREAM", "CTXGUARD_DATA_DIR", "CTXGUARD_AUTH_TOKEN"} {
+		t.Setenv(k, "")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)## Configuration.*?```yaml\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README: no ```yaml block under ## Configuration")
+	}
+	file := filepath.Join(t.TempDir(), "readme.yaml")
+	if err := os.WriteFile(file, m[1], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, fromREADME, stderr := runCmd("config", "--config", file)
+	if code != 0 {
+		t.Fatalf("ctxguard config --config <README block>: exit %d: %s", code, stderr)
+	}
+	code, defaults, stderr := runCmd("config")
+	if code != 0 {
+		t.Fatalf("ctxguard config: exit %d: %s", code, stderr)
+	}
+	if d := cmp.Diff(defaults, fromREADME); d != "" {
+		t.Errorf("the README's config block differs from the defaults `ctxguard config` prints (-config +README):\n%s", d)
+	}
+	// Every top-level section is shown.
+	cfg := config.Defaults()
+	b, _ := cfg.YAML()
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, _, ok := strings.Cut(line, ":"); ok && k != "" && !strings.HasPrefix(k, " ") {
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(k) + `:`).Match(m[1]) {
+				t.Errorf("README config block lacks the top-level key %q", k)
+			}
+		}
+	}
+}
