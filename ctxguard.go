@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,7 +55,7 @@ type Guard struct {
 
 	stats    Stats
 	sessions sessions
-	recent   recent
+	recent   *recent
 }
 
 // outBufs holds buffers for rewritten bodies.
@@ -109,7 +110,8 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Guard{cfg: cfg, log: slog.New(slog.DiscardHandler)}
+	g := &Guard{cfg: cfg, log: slog.New(slog.DiscardHandler),
+		recent: newRecent(cfg.Limits.Sessions, cfg.Limits.SessionMemory, cfg.Limits.SessionIdle)}
 	for _, o := range opts {
 		o(g)
 	}
@@ -267,7 +269,7 @@ func (g *Guard) rewriteBody(ctx context.Context, h http.Header, body, out []byte
 			mem.keep(c, body) // the next request of the session starts from it
 		case mem != nil:
 			c.Release()
-			mem.drop() // what passes kept may belong to this failed request
+			mem.forget() // what passes kept may belong to this failed request
 		default:
 			c.Release()
 		}
@@ -400,23 +402,65 @@ func proxyTimeouts(t config.Timeouts) proxy.Timeouts {
 	return proxy.Timeouts{Dial: off(t.Dial), ResponseHeader: off(t.ResponseHeader), Idle: off(t.Idle)}
 }
 
-// Sweep removes expired blobs and records every interval until ctx ends.
-func (g *Guard) Sweep(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+// Maintain runs the Guard's housekeeping until ctx ends: every minute it
+// drops session memories idle for limits.session_idle and, once no
+// request came for a whole minute, hands freed memory back to the
+// operating system; every hour it flushes statistics and the calibration
+// to the store and sweeps expired blobs and records. "serve" runs it.
+func (g *Guard) Maintain(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
 	defer t.Stop()
+	var j janitor
 	for {
-		g.Flush()
-		g.recent.sweep(10 * time.Minute)
-		if n, err := g.store.Sweep(time.Now()); err != nil {
-			g.log.Warn("store sweep", "err", err)
-		} else if n > 0 {
-			g.log.Info("store sweep", "removed", n)
-		}
+		j.tick(g, time.Now())
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// janitor is Maintain's state between ticks.
+type janitor struct {
+	lastStore time.Time // the last store sweep
+	requests  int64     // the request count at the last tick
+	released  bool      // memory was handed back since the last request
+	free      func()    // hands memory back; nil means debug.FreeOSMemory, twice
+}
+
+// storeSweepEvery is how often Maintain sweeps the store.
+const storeSweepEvery = time.Hour
+
+// tick does one round of housekeeping at time now.
+func (j *janitor) tick(g *Guard, now time.Time) {
+	freed := g.recent.sweep()
+	if j.lastStore.IsZero() || now.Sub(j.lastStore) >= storeSweepEvery {
+		j.lastStore = now
+		g.Flush()
+		if n, err := g.store.Sweep(now); err != nil {
+			g.log.Warn("store sweep", "err", err)
+		} else if n > 0 {
+			g.log.Info("store sweep", "removed", n)
+		}
+	}
+	reqs := g.stats.Requests.Load()
+	if reqs != j.requests {
+		j.requests, j.released = reqs, false
+		return
+	}
+	if !j.released || freed > 0 {
+		// Idle for a whole tick: what pools and freed memories hold
+		// goes back now rather than whenever the next collection runs.
+		if j.free != nil {
+			j.free()
+		} else {
+			// Twice, because sync.Pool keeps a victim generation.
+			debug.FreeOSMemory()
+			debug.FreeOSMemory()
+		}
+		j.released = true
+		g.log.Debug("idle: memory handed back", "memo_bytes_freed", freed)
 	}
 }
 

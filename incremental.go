@@ -7,6 +7,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/session"
 	"github.com/ctxguard/ctxguard/tokens"
 )
@@ -20,24 +21,36 @@ import (
 // instance, an evicted session) the output is the same bytes; the tests
 // check that.
 
-// recent holds the memos of the most recently seen sessions.
+// recent holds the memos of the most recently seen sessions, bounded in
+// count and in bytes, each dropped once idle: the memory goes back when
+// the sessions stop. Safe for concurrent use.
 type recent struct {
-	mu sync.Mutex
-	m  map[string]*memo
+	max      int              // most memos; 0 remembers none
+	maxBytes int64            // most bytes all memos hold together
+	idle     time.Duration    // a memo unused this long is dropped by sweep
+	now      func() time.Time // the clock
+
+	mu    sync.Mutex
+	m     map[string]*memo
+	bytes int64 // the sum of the memos' sizes
 }
 
-// maxMemos bounds the sessions remembered; each costs about twice its last
-// body (the copy, and the parse and pass results kept with it).
-const maxMemos = 32
+// newRecent returns an empty recent with the given bounds.
+func newRecent(max int, maxBytes int64, idle time.Duration) *recent {
+	return &recent{max: max, maxBytes: maxBytes, idle: idle, now: time.Now, m: map[string]*memo{}}
+}
 
 // memo is one session's last request.
 type memo struct {
+	r         *recent
 	mu        sync.Mutex // held by the request using it; others skip it
 	body      []byte     // a copy of the last body, owned
 	conv      *conversation.Conversation
 	used      time.Time
 	pass      map[string]any // what passes keep between requests (pipeline.Request.Memo)
 	msgTokens []int          // the estimate of each message of conv (promptTokens)
+	size      int64          // what the memo holds, in bytes (changed under both r.mu and mu)
+	gone      bool           // removed from r.m (under r.mu)
 }
 
 // memoKey returns the session key a request can be matched with before it is
@@ -52,24 +65,22 @@ func memoKey(h http.Header) string {
 	return ""
 }
 
-// acquire returns the session's memo, locked, or nil when the session has
-// none yet and is not to be remembered, or when another request of the
+// acquire returns the session's memo, locked, or nil when the session is
+// not to be remembered (no key, no room), or when another request of the
 // session holds it (concurrent requests of one session, such as
 // subagents sharing a header, just parse in full).
 func (r *recent) acquire(key string) *memo {
-	if key == "" {
+	if key == "" || r.max <= 0 {
 		return nil
 	}
 	r.mu.Lock()
-	if r.m == nil {
-		r.m = map[string]*memo{}
-	}
 	m := r.m[key]
 	if m == nil {
-		if len(r.m) >= maxMemos {
-			r.evictLocked()
+		if len(r.m) >= r.max && !r.evictLocked(nil) {
+			r.mu.Unlock()
+			return nil // every memo is in use
 		}
-		m = &memo{}
+		m = &memo{r: r, used: r.now()}
 		r.m[key] = m
 	}
 	r.mu.Unlock()
@@ -79,19 +90,39 @@ func (r *recent) acquire(key string) *memo {
 	return m
 }
 
-func (r *recent) evictLocked() {
-	var oldest string
-	var t time.Time
+// evictLocked drops the least recently used memo that is not in use and
+// is not keep, and reports whether it found one. r.mu is held.
+func (r *recent) evictLocked(keep *memo) bool {
+	var oldest *memo
+	var key string
 	for k, m := range r.m {
-		if oldest == "" || m.used.Before(t) {
-			oldest, t = k, m.used
+		if m == keep || (oldest != nil && !m.used.Before(oldest.used)) {
+			continue
+		}
+		if m.mu.TryLock() {
+			if oldest != nil {
+				oldest.mu.Unlock()
+			}
+			oldest, key = m, k
 		}
 	}
-	if m := r.m[oldest]; m != nil && m.mu.TryLock() {
-		m.drop()
-		m.mu.Unlock()
+	if oldest == nil {
+		return false
 	}
-	delete(r.m, oldest)
+	r.removeLocked(key, oldest)
+	oldest.mu.Unlock()
+	return true
+}
+
+// removeLocked forgets memo m (held by the caller) under key. r.mu is held.
+func (r *recent) removeLocked(key string, m *memo) int64 {
+	freed := m.size
+	m.drop()
+	r.bytes -= freed
+	m.size = 0
+	m.gone = true
+	delete(r.m, key)
+	return freed
 }
 
 // parse parses body, reusing what the memo holds.
@@ -109,7 +140,8 @@ func (m *memo) parse(body []byte) (*conversation.Conversation, int, error) {
 // into the memory the memo owns (the previous body is no longer needed: c
 // took what it reused from the previous parse by value), points c at it,
 // and releases the previous parse. c must not be released by the caller
-// afterwards.
+// afterwards. If the memo would not fit the byte bound even alone, or was
+// evicted meanwhile, it keeps nothing; otherwise older memos make room.
 func (m *memo) keep(c *conversation.Conversation, body []byte) {
 	if m.conv != nil {
 		m.conv.Release()
@@ -117,7 +149,21 @@ func (m *memo) keep(c *conversation.Conversation, body []byte) {
 	m.body = append(m.body[:0], body...)
 	c.Body = m.body
 	m.conv = c
-	m.used = time.Now()
+	size := int64(cap(m.body)) + int64(c.Footprint()) + int64(8*cap(m.msgTokens)) + int64(pipeline.MemoFootprint(m.pass))
+	r := m.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m.used = r.now()
+	if m.gone || size > r.maxBytes {
+		r.bytes -= m.size
+		m.size = 0
+		m.drop()
+		return
+	}
+	r.bytes += size - m.size
+	m.size = size
+	for r.bytes > r.maxBytes && r.evictLocked(m) {
+	}
 }
 
 // drop forgets everything.
@@ -126,6 +172,17 @@ func (m *memo) drop() {
 		m.conv.Release()
 	}
 	m.conv, m.body, m.pass, m.msgTokens = nil, nil, nil, nil
+}
+
+// forget drops what the memo holds (after a failed request: what passes
+// kept may belong to it), keeping its place.
+func (m *memo) forget() {
+	r := m.r
+	r.mu.Lock()
+	r.bytes -= m.size
+	m.size = 0
+	r.mu.Unlock()
+	m.drop()
 }
 
 // passes returns the memory passes keep between the session's requests,
@@ -147,17 +204,27 @@ func (m *memo) release() {
 	}
 }
 
-// sweep forgets memos unused for longer than idle.
-func (r *recent) sweep(idle time.Duration) {
+// sweep forgets the memos unused for longer than the idle bound (all of
+// them when it is 0) and returns the bytes freed.
+func (r *recent) sweep() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := r.now()
+	var freed int64
 	for k, m := range r.m {
-		if time.Since(m.used) > idle && m.mu.TryLock() {
-			m.drop()
+		if now.Sub(m.used) >= r.idle && m.mu.TryLock() {
+			freed += r.removeLocked(k, m)
 			m.mu.Unlock()
-			delete(r.m, k)
 		}
 	}
+	return freed
+}
+
+// usage reports how many memos there are and the bytes they hold.
+func (r *recent) usage() (n int, bytes int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m), r.bytes
 }
 
 // promptTokens estimates a request's tokens as the sum of fixed pieces:

@@ -10,7 +10,11 @@
 // concurrent reads.
 package conversation
 
-import "github.com/ctxguard/ctxguard/internal/jsonscan"
+import (
+	"unsafe"
+
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+)
 
 // Span is a half-open byte range in Conversation.Body.
 type Span = jsonscan.Span
@@ -185,3 +189,16 @@ func (c *Conversation) String(s Span) string {
 
 // ToolName returns the decoded tool name of a tool call or result block.
 func (c *Conversation) ToolName(b *Block) string { return c.String(b.Name) }
+
+// Footprint approximates the bytes the Conversation's own arrays hold
+// (messages, blocks, parts), not counting Body.
+func (c *Conversation) Footprint() int {
+	n := len(c.Messages) * int(unsafe.Sizeof(Message{}))
+	for i := range c.Messages {
+		n += len(c.Messages[i].Blocks) * int(unsafe.Sizeof(Block{}))
+		for j := range c.Messages[i].Blocks {
+			n += len(c.Messages[i].Blocks[j].Parts) * int(unsafe.Sizeof(Part{}))
+		}
+	}
+	return n
+}

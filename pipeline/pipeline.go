@@ -18,6 +18,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/splice"
@@ -275,6 +276,29 @@ func (r *Request) finalize() error {
 		rm = rm[n:]
 	}
 	return r.edits.AddAll(widened)
+}
+
+// Footprinter is implemented by what passes keep in Request.Memo, to say
+// how many bytes it holds.
+type Footprinter interface{ Footprint() int }
+
+// MemoFootprint approximates the bytes a session's Request.Memo holds:
+// the edits Run keeps for PerMessage passes, and whatever passes keep
+// that implements Footprinter (other values count nothing).
+func MemoFootprint(memo map[string]any) int {
+	n := 0
+	for _, v := range memo {
+		switch v := v.(type) {
+		case []splice.Edit:
+			n += cap(v) * int(unsafe.Sizeof(splice.Edit{}))
+			for _, e := range v {
+				n += cap(e.Repl)
+			}
+		case Footprinter:
+			n += v.Footprint()
+		}
+	}
+	return n
 }
 
 // runPass runs ps, reusing its earlier edits of the stable messages when

@@ -293,7 +293,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if exitWithParent {
 		ctx = watchParent(ctx, log, time.Second)
 	}
-	go g.Sweep(ctx, time.Hour)
+	go g.Maintain(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening on http://"+cfg.Listen, "upstream", config.RedactURL(cfg.Upstream), "data_dir", cfg.DataDir, "dry_run", cfg.DryRun)

@@ -18,6 +18,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
@@ -213,6 +214,11 @@ type analysis struct {
 	costs []msgCost
 	items []item
 	base  int
+}
+
+// Footprint implements pipeline.Footprinter.
+func (a *analysis) Footprint() int {
+	return cap(a.costs)*int(unsafe.Sizeof(msgCost{})) + cap(a.items)*int(unsafe.Sizeof(item{}))
 }
 
 func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {

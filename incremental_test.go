@@ -1,0 +1,188 @@
+package ctxguard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/store"
+)
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// longestStream returns the longest request stream of the corpus.
+func longestStream(t *testing.T) [][]byte {
+	var best [][]byte
+	for _, s := range corpus(t) {
+		if len(s) > len(best) {
+			best = s
+		}
+	}
+	return best
+}
+
+func sessionHeader(i int) http.Header {
+	return http.Header{"X-Claude-Code-Session-Id": {fmt.Sprint("session-", i)}}
+}
+
+// TestSessionMemoryBounds: the sessions remembered for incremental
+// rewrites stay within limits.sessions and limits.session_memory whatever
+// arrives, and are all dropped once idle for limits.session_idle.
+func TestSessionMemoryBounds(t *testing.T) {
+	stream := longestStream(t)
+	last := stream[len(stream)-1]
+	for _, tc := range []struct {
+		name     string
+		sessions int
+		bytes    int64
+	}{
+		{"count bound", 3, 1 << 30},
+		{"byte bound", 100, int64(3*len(last)) + 1},
+		{"smaller than one body", 100, int64(len(last) / 2)},
+		{"none", 0, 1 << 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Defaults()
+			cfg.Limits.Sessions, cfg.Limits.SessionMemory, cfg.Limits.SessionIdle = tc.sessions, tc.bytes, 5*time.Minute
+			g := newGuard(t, cfg, WithStore(store.NewMemory()))
+			clock := newFakeClock()
+			g.recent.now = clock.Now
+			peak := 0
+			for i := 0; i < 8; i++ {
+				for _, b := range stream[len(stream)-3:] {
+					g.RewriteBody(context.Background(), sessionHeader(i), b)
+					n, bytes := g.recent.usage()
+					if n > tc.sessions || bytes > tc.bytes {
+						t.Fatalf("session %d: %d memos holding %d bytes; bounds %d and %d", i, n, bytes, tc.sessions, tc.bytes)
+					}
+					peak = max(peak, int(bytes))
+				}
+				clock.Add(time.Second)
+			}
+			if fits := tc.sessions > 0 && tc.bytes > int64(len(last)); fits && peak < len(last) {
+				t.Errorf("peak %d bytes remembered: less than one body (%d), so the bound is not what limits", peak, len(last))
+			}
+			if !(tc.sessions > 0 && tc.bytes > int64(len(last))) && peak != 0 {
+				t.Errorf("%d bytes remembered where nothing fits", peak)
+			}
+			// Not idle long enough: kept. Idle: all gone.
+			clock.Add(4 * time.Minute)
+			n0, _ := g.recent.usage()
+			g.recent.sweep()
+			if n, _ := g.recent.usage(); n != n0 {
+				t.Errorf("sweep before session_idle dropped %d memos", n0-n)
+			}
+			clock.Add(time.Minute)
+			_, b0 := g.recent.usage()
+			freed := g.recent.sweep()
+			if n, bytes := g.recent.usage(); n != 0 || bytes != 0 {
+				t.Errorf("after session_idle: %d memos, %d bytes", n, bytes)
+			}
+			if freed != b0 {
+				t.Errorf("sweep reported %d bytes freed of %d", freed, b0)
+			}
+		})
+	}
+}
+
+// TestSessionMemorySize: a memo counts at least the copy of the body it
+// keeps, so the byte bound bounds real memory.
+func TestSessionMemorySize(t *testing.T) {
+	stream := longestStream(t)
+	g := newGuard(t, config.Defaults(), WithStore(store.NewMemory()))
+	for _, b := range stream {
+		g.RewriteBody(context.Background(), sessionHeader(0), b)
+	}
+	_, bytes := g.recent.usage()
+	last := len(stream[len(stream)-1])
+	if bytes < int64(last) || bytes > int64(6*last) {
+		t.Errorf("one session's memo counts %d bytes for a %d-byte body", bytes, last)
+	}
+}
+
+// TestJanitor: memory goes back to the system once the Guard has been
+// idle a whole tick, once per idle spell, and idle memos go at the tick
+// after session_idle.
+func TestJanitor(t *testing.T) {
+	cfg := config.Defaults()
+	g := newGuard(t, cfg, WithStore(store.NewMemory()))
+	clock := newFakeClock()
+	g.recent.now = clock.Now
+	frees := 0
+	j := janitor{free: func() { frees++ }}
+	stream := longestStream(t)
+
+	g.RewriteBody(context.Background(), sessionHeader(1), stream[0])
+	j.tick(g, clock.Now()) // busy: requests since the last tick
+	if frees != 0 {
+		t.Fatalf("memory handed back while busy")
+	}
+	clock.Add(time.Minute)
+	j.tick(g, clock.Now()) // a whole idle tick
+	if frees != 1 {
+		t.Fatalf("after an idle tick: %d releases, want 1", frees)
+	}
+	clock.Add(time.Minute)
+	j.tick(g, clock.Now())
+	if frees != 1 {
+		t.Fatalf("a second idle tick released again (%d)", frees)
+	}
+	if n, _ := g.recent.usage(); n != 1 {
+		t.Fatalf("%d memos before session_idle, want 1", n)
+	}
+	clock.Add(cfg.Limits.SessionIdle)
+	j.tick(g, clock.Now()) // the memo goes, and with it memory
+	if n, _ := g.recent.usage(); n != 0 || frees != 2 {
+		t.Fatalf("after session_idle: %d memos, %d releases; want 0 and 2", n, frees)
+	}
+	g.RewriteBody(context.Background(), sessionHeader(1), stream[0])
+	j.tick(g, clock.Now())
+	clock.Add(time.Minute)
+	j.tick(g, clock.Now())
+	if frees != 3 {
+		t.Fatalf("a new idle spell: %d releases, want 3", frees)
+	}
+}
+
+// TestRecentConcurrent: many sessions at once under tight bounds: no
+// deadlock, the bounds hold, the accounting returns to zero.
+func TestRecentConcurrent(t *testing.T) {
+	stream := longestStream(t)
+	cfg := config.Defaults()
+	cfg.Limits.Sessions, cfg.Limits.SessionMemory = 3, int64(4*len(stream[len(stream)-1]))
+	g := newGuard(t, cfg, WithStore(store.NewMemory()))
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, b := range stream {
+				g.RewriteBody(context.Background(), sessionHeader((w+i)%5), b)
+				if n, bytes := g.recent.usage(); n > 3 || bytes > cfg.Limits.SessionMemory {
+					t.Errorf("%d memos, %d bytes", n, bytes)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	g.recent.idle = 0
+	g.recent.sweep()
+	if n, bytes := g.recent.usage(); n != 0 || bytes != 0 {
+		t.Errorf("after sweeping all: %d memos, %d bytes", n, bytes)
+	}
+}
