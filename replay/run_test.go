@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/ctxguard/ctxguard/internal/shareddata"
+
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/conversation"
@@ -232,15 +234,12 @@ func TestStageConfigs(t *testing.T) {
 	}
 }
 
-// Real sessions from /work/shared/data, when present (three mid-sized
-// ones with edit events, a subagent among them; all 32 files with
-// CTXGUARD_REPLAY_ALL=1, about 4 s): all replay, the arithmetic holds, and
-// with every rule off every ratio is 1.
+// Real sessions from the shared data (three mid-sized ones with edit
+// events, a subagent among them; all 32 files with CTXGUARD_REPLAY_ALL=1,
+// about 4 s): all replay, the arithmetic holds, and with every rule off
+// every ratio is 1.
 func TestSharedData(t *testing.T) {
-	const dir = "/work/shared/data/claude-code"
-	if _, err := os.Stat(dir); err != nil {
-		t.Skip("no shared data:", err)
-	}
+	dir := shareddata.Dir(t, "claude-code")
 	if testing.Short() {
 		t.Skip("short")
 	}

@@ -3,23 +3,19 @@ package tokens
 import (
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/ctxguard/ctxguard/internal/shareddata"
+
 	"github.com/ctxguard/ctxguard/transcript"
 )
 
-// realData is the corpus of real Claude Code sessions (BRIEF data/).
-const realData = "/work/shared/data/claude-code"
-
+// loadReal loads the real Claude Code sessions of the shared data.
 func loadReal(t testing.TB) []*transcript.Session {
 	t.Helper()
-	if _, err := os.Stat(realData); err != nil {
-		t.Skipf("real sessions not present: %v", err)
-	}
-	ss, err := transcript.Load([]string{realData}, transcript.Options{})
+	ss, err := transcript.Load([]string{shareddata.Dir(t, "claude-code")}, transcript.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

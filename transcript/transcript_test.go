@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ctxguard/ctxguard/internal/shareddata"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ctxguard/ctxguard/anthropic"
@@ -669,12 +671,9 @@ func TestLoadFolder(t *testing.T) {
 	}
 }
 
-// TestRealSessions replays every session of the real data when present.
+// TestRealSessions replays every session of the shared real data.
 func TestRealSessions(t *testing.T) {
-	dirs := []string{"/work/shared/data/claude-code", "/work/shared/data/swe-agent"}
-	if _, err := os.Stat(dirs[0]); err != nil {
-		t.Skip("real data not present")
-	}
+	dirs := []string{shareddata.Dir(t, "claude-code"), shareddata.Dir(t, "swe-agent")}
 	ss, err := Load(dirs, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -69,7 +69,7 @@ func claudeBinary(t *testing.T) string {
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		t.Skipf("SKIP: npm is not installed, so the Claude Code CLI cannot be installed (%v)", err)
+		t.Fatalf("npm is not installed, so the Claude Code CLI cannot be installed (%v)", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -81,12 +81,12 @@ func claudeBinary(t *testing.T) string {
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Skipf("SKIP: cannot install @anthropic-ai/claude-code@%s with npm: %v\n%s", version, err, out)
+		t.Fatalf("cannot install @anthropic-ai/claude-code@%s with npm: %v\n%s", version, err, out)
 	}
 	t.Logf("installed Claude Code %s into %s in %v", version, dir, time.Since(start).Round(time.Second))
 	bin := findClaude(dir)
 	if bin == "" {
-		t.Skipf("SKIP: @anthropic-ai/claude-code@%s installed into %s, but no runnable claude binary was found", version, dir)
+		t.Fatalf("@anthropic-ai/claude-code@%s installed into %s, but no runnable claude binary was found", version, dir)
 	}
 	return bin
 }

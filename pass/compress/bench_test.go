@@ -2,11 +2,12 @@ package compress
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctxguard/ctxguard/internal/shareddata"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/pipeline"
@@ -170,10 +171,9 @@ func BenchmarkRunNoChange(b *testing.B) {
 }
 
 // realSession returns the tool rounds of a real Claude Code transcript from
-// the shared data folder (shared/data/claude-code beside the repository),
-// or skips the benchmark when it is not there.
+// the shared data folder (see package shareddata).
 func realSession(b *testing.B, name string) []call {
-	return sessionCalls(b, filepath.Join("..", "..", "..", "shared", "data", "claude-code", name))
+	return sessionCalls(b, shareddata.File(b, "claude-code", name))
 }
 
 // BenchmarkRunReal runs the pass on the last request of a real 1.7 MB

@@ -1,6 +1,7 @@
 package compress
 
 import (
+	"github.com/ctxguard/ctxguard/internal/shareddata"
 	"github.com/ctxguard/ctxguard/internal/stub"
 
 	"bufio"
@@ -509,14 +510,11 @@ func TestSticky(t *testing.T) {
 }
 
 // TestRealSessions replays the tool results of every real Claude Code
-// transcript in the shared data folder (skipped when it is absent) through
-// the pass: valid rewrites (runPass checks validate.Rewrite), Run agreeing
-// with Text on every result, and the bytes saved.
+// transcript in the shared data folder through the pass: valid rewrites
+// (runPass checks validate.Rewrite), Run agreeing with Text on every
+// result, and the bytes saved.
 func TestRealSessions(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "shared", "data", "claude-code", "*.jsonl"))
-	if len(files) == 0 {
-		t.Skip("no shared/data/claude-code beside the repository")
-	}
+	files, _ := filepath.Glob(filepath.Join(shareddata.Dir(t, "claude-code"), "*.jsonl"))
 	p := mustNew(t, Defaults())
 	var total, saved, edited int
 	for _, f := range files {
@@ -560,7 +558,7 @@ func ptrTo[T any](v T) *T { return &v }
 func sessionCalls(tb testing.TB, path string) []call {
 	f, err := os.Open(path)
 	if err != nil {
-		tb.Skipf("no transcript: %v", err)
+		tb.Fatalf("no transcript: %v", err)
 	}
 	defer f.Close()
 	names := map[string]string{}
