@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -19,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -31,6 +29,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/internal/procs"
 	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/validate"
 )
@@ -117,93 +116,29 @@ func claudeVersionOf(bin string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// moduleRoot returns the directory holding go.mod.
-func moduleRoot(t *testing.T) string {
-	dir, err := filepath.Abs("../..")
+// startCtxguard builds cmd/ctxguard and runs "ctxguard serve" in front of
+// upstream; it returns the running process.
+func startCtxguard(t *testing.T, tmp, upstream string) *procs.Proc {
+	root, err := procs.ModuleRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-		t.Fatalf("module root not found: %v", err)
-	}
-	return dir
-}
-
-// startCtxguard builds cmd/ctxguard and runs "ctxguard serve" in front of
-// upstream; it returns the base URL it listens on and its log.
-func startCtxguard(t *testing.T, tmp, upstream string) (string, *syncBuffer) {
-	bin := filepath.Join(tmp, "ctxguard")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/ctxguard")
-	build.Dir = moduleRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/ctxguard: %v\n%s", err, out)
+	bins, err := procs.Build(context.Background(), root, tmp, "./cmd/ctxguard")
+	if err != nil {
+		t.Fatal(err)
 	}
 	home := filepath.Join(tmp, "ctxguard-home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--upstream", upstream)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + tmp,
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + tmp,
 		"XDG_DATA_HOME=" + filepath.Join(home, "data"), "CTXGUARD_DATA_DIR=" + filepath.Join(home, "store")}
-	stderr, err := cmd.StderrPipe()
+	p, err := procs.Start("ctxguard", bins[0], env, "serve", "--listen", "127.0.0.1:0", "--upstream", upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	found := make(chan string, 1)
-	re := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			logs.WriteString(line + "\n")
-			if m := re.FindStringSubmatch(line); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	select {
-	case u := <-found:
-		return u, logs
-	case <-time.After(30 * time.Second):
-		t.Fatalf("ctxguard did not report its address within 30s; log:\n%s", logs.String())
-	}
-	return "", nil
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) WriteString(x string) {
-	s.mu.Lock()
-	s.b.WriteString(x)
-	s.mu.Unlock()
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	t.Cleanup(func() { p.Stop() })
+	return p
 }
 
 // exchange is one request and its response as a recorder saw them.
@@ -399,7 +334,8 @@ func TestClaudeCode(t *testing.T) {
 	upRec := &recorder{next: fake}
 	upSrv := httptest.NewServer(upRec)
 	defer upSrv.Close()
-	cgURL, cgLog := startCtxguard(t, tmp, upSrv.URL)
+	cg := startCtxguard(t, tmp, upSrv.URL)
+	cgURL := cg.URL
 	cgU, _ := url.Parse(cgURL)
 	hopProxy, err := proxy.New(proxy.Options{Upstream: cgU, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -427,7 +363,7 @@ func TestClaudeCode(t *testing.T) {
 	t.Logf("%s ran in %v", version, time.Since(start).Round(time.Millisecond))
 	defer func() {
 		if t.Failed() {
-			t.Logf("CLI stdout:\n%s\nCLI stderr:\n%s\nctxguard log:\n%s", stdout.String(), stderr.String(), cgLog.String())
+			t.Logf("CLI stdout:\n%s\nCLI stderr:\n%s\nctxguard log:\n%s", stdout.String(), stderr.String(), cg.Log())
 		}
 	}()
 	if runErr != nil {

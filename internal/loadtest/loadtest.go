@@ -93,6 +93,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ctxguard/ctxguard/internal/procs"
 )
 
 // Mode is how the upstream answers.
@@ -218,7 +220,7 @@ clear:
 type target struct {
 	name   string
 	url    string
-	proc   *proc // nil for direct
+	proc   *procs.Proc // nil for direct
 	client *http.Client
 }
 
@@ -255,9 +257,11 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	defer os.RemoveAll(tmp)
 	ctBin, ptBin := opt.CtxguardBin, opt.PassthroughBin
 	if ctBin == "" || ptBin == "" {
-		if ctBin, ptBin, err = build(ctx, opt.Root, filepath.Join(tmp, "bin")); err != nil {
+		bins, err := procs.Build(ctx, opt.Root, filepath.Join(tmp, "bin"), "./cmd/ctxguard", "./internal/loadtest/cmd/passthrough")
+		if err != nil {
 			return nil, err
 		}
+		ctBin, ptBin = bins[0], bins[1]
 	}
 
 	h := &harness{opt: opt}
@@ -272,21 +276,21 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		SSEEvents: len(h.ans.events), SSEBytes: h.ans.sse, JSONBytes: len(h.ans.json)}
 
 	env := cleanEnv()
-	pt, err := startProc(Passthrough, ptBin, env, "--listen", "127.0.0.1:0", "--upstream", h.up.URL)
+	pt, err := procs.Start(Passthrough, ptBin, env, "--listen", "127.0.0.1:0", "--upstream", h.up.URL)
 	if err != nil {
 		return nil, err
 	}
-	defer pt.stop()
+	defer pt.Stop()
 	cfgPath := filepath.Join(tmp, "ctxguard.yaml")
 	if err := os.WriteFile(cfgPath, []byte(ctxguardConfig), 0o600); err != nil {
 		return nil, err
 	}
-	ct, err := startProc(Ctxguard, ctBin, append(slices.Clip(env), opt.CtxguardEnv...), "serve", "--config", cfgPath, "--listen", "127.0.0.1:0",
+	ct, err := procs.Start(Ctxguard, ctBin, append(slices.Clip(env), opt.CtxguardEnv...), "serve", "--config", cfgPath, "--listen", "127.0.0.1:0",
 		"--upstream", h.up.URL, "--data-dir", filepath.Join(tmp, "data"))
 	if err != nil {
 		return nil, err
 	}
-	defer ct.stop()
+	defer ct.Stop()
 	h.targets = []*target{
 		{name: Direct, url: h.up.URL},
 		{name: Passthrough, url: pt.URL, proc: pt},
@@ -308,9 +312,9 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		defer tr.CloseIdleConnections()
 		t.client = &http.Client{Transport: tr}
 	}
-	for _, p := range []*proc{pt, ct} {
-		info := ProcInfo{Command: filepath.Base(p.cmd.Path) + " " + strings.Join(p.cmd.Args[1:], " ")}
-		if _, rss, err := memory(p.pid()); err == nil {
+	for _, p := range []*procs.Proc{pt, ct} {
+		info := ProcInfo{Command: filepath.Base(p.Cmd.Path) + " " + strings.Join(p.Cmd.Args[1:], " ")}
+		if _, rss, err := procs.Memory(p.Pid()); err == nil {
 			info.IdleRSS = rss
 		}
 		if p == ct {
@@ -322,7 +326,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	rep.Settings = Settings{DurationS: opt.Duration.Seconds(), MaxRequests: opt.MaxRequests, Warmup: opt.Warmup}
 	rep.Machine.LoadBefore = loadAvg()
-	meter := newCPUMeter(pt.pid(), ct.pid())
+	meter := newCPUMeter(pt.Pid(), ct.Pid())
 
 	cases := caseOrder(opt.Sizes, opt.Concurrency, opt.Modes)
 	budget := opt.Duration / time.Duration(len(cases))
@@ -350,7 +354,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	rep.Machine.LoadAfter = loadAvg()
 	rep.Machine.ForeignCPU = meter.foreign(runtime.NumCPU())
-	rep.Ctxguard.ErrorLogLines = ct.errorLines()
+	rep.Ctxguard.ErrorLogLines = ct.ErrorLines()
 	rep.Elapsed = time.Since(started).Round(time.Second).String()
 	rep.RSS = FitRSS(rep)
 	rep.Checks = Checks(rep)
@@ -432,7 +436,7 @@ func (h *harness) runCase(ctx context.Context, src *Source, cs caseSpec, rounds 
 	reset := make([]bool, len(h.targets))
 	for i, t := range h.targets {
 		if t.proc != nil {
-			reset[i] = resetPeak(t.proc.pid())
+			reset[i] = procs.ResetPeak(t.proc.Pid())
 		}
 	}
 	deadline := time.Now().Add(budget)
@@ -454,7 +458,7 @@ func (h *harness) runCase(ctx context.Context, src *Source, cs caseSpec, rounds 
 		if r == h.opt.Warmup {
 			for i, t := range h.targets {
 				if t.proc != nil {
-					cpu0[i], _ = cpuTime(t.proc.pid())
+					cpu0[i], _ = cpuTime(t.proc.Pid())
 				}
 			}
 		}
@@ -483,10 +487,10 @@ func (h *harness) runCase(ctx context.Context, src *Source, cs caseSpec, rounds 
 		}
 		if t.proc != nil {
 			ps := &ProcStats{PeakReset: reset[i]}
-			if cpu, err := cpuTime(t.proc.pid()); err == nil {
+			if cpu, err := cpuTime(t.proc.Pid()); err == nil {
 				ps.CPUPerRequestMs = ms(perRequest(cpu-cpu0[i], tr.Requests))
 			}
-			ps.PeakRSS, ps.RSS, _ = memory(t.proc.pid())
+			ps.PeakRSS, ps.RSS, _ = procs.Memory(t.proc.Pid())
 			tr.Process = ps
 		}
 		if t.name == Ctxguard {

@@ -63,17 +63,6 @@ func TestParseStatCPU(t *testing.T) {
 	}
 }
 
-func TestParseStatusMem(t *testing.T) {
-	status := "Name:\tctxguard\nVmPeak:\t 1300000 kB\nVmHWM:\t   30720 kB\nVmRSS:\t   20480 kB\nThreads:\t7\n"
-	peak, rss, err := parseStatusMem([]byte(status))
-	if err != nil || peak != 30<<20 || rss != 20<<20 {
-		t.Errorf("parseStatusMem = %d, %d, %v", peak, rss, err)
-	}
-	if _, _, err := parseStatusMem([]byte("Name:\tx\nVmRSS:\t1 kB\n")); err == nil {
-		t.Error("parseStatusMem without VmHWM: no error")
-	}
-}
-
 func TestSortedInts(t *testing.T) {
 	if got := sortedInts([]int{8, 1, 8, 2}); !cmp.Equal(got, []int{1, 2, 8}) {
 		t.Errorf("sortedInts = %v", got)

@@ -9,11 +9,12 @@
 package shareddata
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ctxguard/ctxguard/internal/procs"
 )
 
 // Env is the environment variable that overrides where the data is, or
@@ -26,7 +27,7 @@ const Env = "CTXGUARD_SHARED_DATA"
 func Root() (string, error) {
 	dir := os.Getenv(Env)
 	if dir == "" {
-		mod, err := moduleRoot()
+		mod, err := procs.ModuleRoot(".")
 		if err != nil {
 			return "", err
 		}
@@ -37,25 +38,6 @@ func Root() (string, error) {
 		return "", fmt.Errorf("shared data folder %s not found (set %s to its path, or to \"off\" to skip the tests that need it)", dir, Env)
 	}
 	return dir, nil
-}
-
-// moduleRoot returns the nearest folder at or above the working directory
-// that holds a go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("shareddata: no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // Dir returns the subfolder sub of the shared data (e.g. "claude-code"),
