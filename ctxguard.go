@@ -402,13 +402,15 @@ func proxyTimeouts(t config.Timeouts) proxy.Timeouts {
 	return proxy.Timeouts{Dial: off(t.Dial), ResponseHeader: off(t.ResponseHeader), Idle: off(t.Idle)}
 }
 
-// Maintain runs the Guard's housekeeping until ctx ends: every minute it
-// drops session memories idle for limits.session_idle and, once no
-// request came for a whole minute, hands freed memory back to the
+// Maintain runs the Guard's housekeeping until ctx ends: every tick (a
+// minute, or half of limits.session_idle when that is shorter, at least a
+// second) it drops session memories idle for limits.session_idle and,
+// once no request came for a whole tick, hands freed memory back to the
 // operating system; every hour it flushes statistics and the calibration
-// to the store and sweeps expired blobs and records. "serve" runs it.
+// to the store and sweeps expired blobs and records. "serve" runs it; so
+// should a program that uses the Guard in process for hours.
 func (g *Guard) Maintain(ctx context.Context) {
-	t := time.NewTicker(time.Minute)
+	t := time.NewTicker(tickEvery(g.cfg.Limits.SessionIdle))
 	defer t.Stop()
 	var j janitor
 	for {
@@ -427,6 +429,11 @@ type janitor struct {
 	requests  int64     // the request count at the last tick
 	released  bool      // memory was handed back since the last request
 	free      func()    // hands memory back; nil means debug.FreeOSMemory, twice
+}
+
+// tickEvery is Maintain's tick for a session_idle of idle.
+func tickEvery(idle time.Duration) time.Duration {
+	return min(time.Minute, max(idle/2, time.Second))
 }
 
 // storeSweepEvery is how often Maintain sweeps the store.

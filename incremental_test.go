@@ -186,3 +186,14 @@ func TestRecentConcurrent(t *testing.T) {
 		t.Errorf("after sweeping all: %d memos, %d bytes", n, bytes)
 	}
 }
+
+func TestTickEvery(t *testing.T) {
+	for idle, want := range map[time.Duration]time.Duration{
+		0: time.Second, time.Second: time.Second, 10 * time.Second: 5 * time.Second,
+		5 * time.Minute: time.Minute, time.Hour: time.Minute,
+	} {
+		if got := tickEvery(idle); got != want {
+			t.Errorf("tickEvery(%v) = %v, want %v", idle, got, want)
+		}
+	}
+}

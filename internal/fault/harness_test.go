@@ -82,12 +82,15 @@ func (in *instance) waitLog(s string) bool {
 
 // serveOpts configure start.
 type serveOpts struct {
-	config   string   // YAML appended to baseConfig
-	dataDir  string   // default: a fresh folder
-	listen   string   // default 127.0.0.1:0
-	upstream string   // default: none given (the config's)
-	env      []string // added to the environment
-	wrap     []string // a command (and args) that runs ctxguard: wrap... bin serve ...
+	config  string // YAML appended to baseConfig
+	dataDir string // default: a fresh folder
+	// dataDirFromConfig leaves --data-dir out: the config (or default)
+	// decides.
+	dataDirFromConfig bool
+	listen            string   // default 127.0.0.1:0
+	upstream          string   // default: none given (the config's)
+	env               []string // added to the environment
+	wrap              []string // a command (and args) that runs ctxguard: wrap... bin serve ...
 }
 
 // start runs ctxguard serve and stops it when the test ends.
@@ -117,7 +120,10 @@ func tryStart(t *testing.T, o serveOpts) (*instance, error) {
 	if err := os.WriteFile(cfg, []byte(baseConfig+o.config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"serve", "--config", cfg, "--listen", o.listen, "--data-dir", o.dataDir}
+	args := []string{"serve", "--config", cfg, "--listen", o.listen}
+	if !o.dataDirFromConfig {
+		args = append(args, "--data-dir", o.dataDir)
+	}
 	if o.upstream != "" {
 		args = append(args, "--upstream", o.upstream)
 	}
