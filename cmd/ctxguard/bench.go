@@ -38,6 +38,7 @@ func bench(args []string, stdout, stderr io.Writer) error {
 	sizes := fs.String("sizes", "100KB,1MB,5MB", "request body sizes")
 	conc := fs.String("concurrency", "1,8", "numbers of concurrent clients")
 	modes := fs.String("modes", "sse,json", "answer modes: sse, json")
+	idleWait := fs.Duration("idle-wait", 0, "after the run, wait this long sending nothing and measure ctxguard's RSS again (e.g. 6m: past limits.session_idle)")
 	delay := fs.Duration("upstream-delay", 0, "fake upstream's delay before its response headers")
 	eventDelay := fs.Duration("event-delay", 0, "fake upstream's delay between SSE events")
 	sessions := fs.String("sessions", "", "comma-separated transcript files or folders (default: shared/data/claude-code beside the module, else transcript/testdata/claude-code)")
@@ -56,7 +57,7 @@ func bench(args []string, stdout, stderr io.Writer) error {
 		return usageError{cmd: fs.Name(), err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	opt := loadtest.Options{Root: *root, SessionID: *session, Duration: *duration, MaxRequests: *maxReq, Warmup: *warmup,
-		UpstreamDelay: *delay, EventDelay: *eventDelay, CtxguardBin: *ctBin, PassthroughBin: *ptBin}
+		IdleWait: *idleWait, UpstreamDelay: *delay, EventDelay: *eventDelay, CtxguardBin: *ctBin, PassthroughBin: *ptBin}
 	var err error
 	if opt.Sizes, err = loadtest.ParseSizes(*sizes); err != nil {
 		return err

@@ -145,6 +145,10 @@ type Options struct {
 	MaxRequests int
 	// Warmup is the number of rounds per case not counted. Default 3.
 	Warmup int
+	// IdleWait, when positive, is how long the run waits after the last
+	// case, sending nothing, before it measures ctxguard's resident set
+	// size once more (ProcInfo.AfterIdleRSS): what it holds once idle.
+	IdleWait time.Duration
 	// UpstreamDelay is the fake upstream's wait before its response
 	// headers; EventDelay its wait between two SSE events. Default 0.
 	UpstreamDelay, EventDelay time.Duration
@@ -354,6 +358,22 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	rep.Machine.LoadAfter = loadAvg()
 	rep.Machine.ForeignCPU = meter.foreign(runtime.NumCPU())
+	if opt.IdleWait > 0 {
+		if opt.Progress != nil {
+			fmt.Fprintf(opt.Progress, "waiting %v idle before measuring ctxguard's memory again\n", opt.IdleWait)
+		}
+		for _, t := range h.targets {
+			t.client.CloseIdleConnections()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(opt.IdleWait):
+		}
+		if _, rss, err := procs.Memory(ct.Pid()); err == nil {
+			rep.Ctxguard.AfterIdleRSS, rep.Ctxguard.IdleWaitS = rss, opt.IdleWait.Seconds()
+		}
+	}
 	rep.Ctxguard.ErrorLogLines = ct.ErrorLines()
 	rep.Elapsed = time.Since(started).Round(time.Second).String()
 	rep.RSS = FitRSS(rep)

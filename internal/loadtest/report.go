@@ -107,6 +107,10 @@ type ProcInfo struct {
 	// IdleRSS is the resident set size after start-up, before any
 	// request: the fixed base of the RSS check.
 	IdleRSS int64 `json:"idle_rss"`
+	// AfterIdleRSS is the resident set size IdleWaitS seconds after the
+	// last case, with no request meanwhile (0 when not measured).
+	AfterIdleRSS int64   `json:"after_idle_rss,omitempty"`
+	IdleWaitS    float64 `json:"idle_wait_s,omitempty"`
 	// ErrorLogLines counts stderr lines logged at level ERROR during the
 	// run (ctxguard logs every fail-open rewrite there).
 	ErrorLogLines int `json:"error_log_lines"`
@@ -353,6 +357,15 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "ctxguard: ctxguard serve%s, every pass on (compress, persist, clear at shipped settings), fresh data dir, own process; idle RSS %s; %d error log lines\n",
 		env, bytesName(r.Ctxguard.IdleRSS), r.Ctxguard.ErrorLogLines)
+	if c := r.Ctxguard; c.AfterIdleRSS > 0 {
+		var peak int64
+		for i := range r.Cases {
+			if t := r.Cases[i].target(Ctxguard); t != nil && t.Process != nil {
+				peak = max(peak, t.Process.PeakRSS)
+			}
+		}
+		fmt.Fprintf(&b, "ctxguard memory: peak RSS %s during the run; %s after %.0f s idle\n", bytesName(peak), bytesName(c.AfterIdleRSS), c.IdleWaitS)
+	}
 	s := r.Settings
 	fmt.Fprintf(&b, "measuring: %.0f s split over %d cases, at most %d requests per target and case, %d warm-up rounds per case, targets interleaved\n",
 		s.DurationS, len(r.Cases), s.MaxRequests, s.Warmup)

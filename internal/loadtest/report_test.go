@@ -134,6 +134,7 @@ func TestWriteText(t *testing.T) {
 	r.Started, r.Elapsed = "2026-11-22T00:00:00Z", "1m0s"
 	r.Cases[0].Targets[2].Errors, r.Cases[0].Targets[2].FirstError = 2, "status 502"
 	r.Cases[0].Targets[2].Rewrite = &RewriteStats{Rewritten: 8, Passes: "compress,clear", TokensBefore: 100, TokensAfter: 40}
+	r.Ctxguard.AfterIdleRSS, r.Ctxguard.IdleWaitS = 24<<20, 360
 	var b bytes.Buffer
 	if err := r.WriteText(&b); err != nil {
 		t.Fatal(err)
@@ -147,6 +148,7 @@ func TestWriteText(t *testing.T) {
 		"MISSED  added latency p50 over passthrough",
 		"met     added SSE first-byte relay p50 over passthrough",
 		"ctxguard peak RSS ≈",
+		"ctxguard memory: peak RSS", "24.0 MiB after 360 s idle",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)
