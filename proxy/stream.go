@@ -30,6 +30,9 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	for k, vs := range res.Header {
 		h[k] = vs
 	}
+	if _, ok := res.Header["Content-Type"]; !ok {
+		h["Content-Type"] = nil // keep net/http from sniffing one
+	}
 	removeHopHeaders(h)
 	for k, vs := range oc.RespHeader {
 		if k = http.CanonicalHeaderKey(k); strings.HasPrefix(k, "X-Ctxguard-") {
