@@ -120,8 +120,9 @@ type Outcome struct {
 	OnUsage func(anthropic.Usage)
 }
 
-// Timeouts bound the proxy's waits on the upstream. A zero field takes its
-// default; a negative one disables that timeout.
+// Timeouts bound the proxy's waits on the client and on the upstream. A
+// zero field takes its default (DefaultTimeouts); a negative one disables
+// that bound.
 type Timeouts struct {
 	// Dial bounds connecting to the upstream, TLS handshake included.
 	// Default 30s.
@@ -130,9 +131,24 @@ type Timeouts struct {
 	// once the request is sent. Default 10m: a non-streamed Messages
 	// answer only starts when the model has finished.
 	ResponseHeader time.Duration
-	// Idle bounds the silence between two reads of a response body
-	// (the API sends SSE pings while it works). Default 5m.
+	// Idle bounds the upstream's silence between two reads of a response
+	// body (the API sends SSE pings while it works). Time spent writing
+	// to a slow client does not count. Default 5m.
 	Idle time.Duration
+	// ClientWrite bounds one write (and flush) of the answer to the
+	// client: a client that takes nothing for this long has the answer
+	// cut and the upstream request cancelled. Default 5m.
+	ClientWrite time.Duration
+}
+
+// DefaultTimeouts returns the timeouts a zero Timeouts field stands for.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{
+		Dial:           30 * time.Second,
+		ResponseHeader: 10 * time.Minute,
+		Idle:           5 * time.Minute,
+		ClientWrite:    5 * time.Minute,
+	}
 }
 
 // Options configure a Proxy. The zero value proxies to DefaultUpstream
@@ -170,7 +186,7 @@ type Proxy struct {
 	upstream *url.URL
 	name     string // upstream for messages and logs, without credentials
 	maxBody  int64
-	idle     time.Duration
+	t        Timeouts // resolved: 0 means none
 	log      *slog.Logger
 	rw       Rewriter
 	extra    http.Handler
@@ -211,11 +227,15 @@ func New(opts Options) (*Proxy, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
-	t := opts.Timeouts
-	dial := pick(t.Dial, 30*time.Second)
-	header := pick(t.ResponseHeader, 10*time.Minute)
-	p.idle = pick(t.Idle, 5*time.Minute)
+	t, def := opts.Timeouts, DefaultTimeouts()
+	p.t = Timeouts{
+		Dial:           pick(t.Dial, def.Dial),
+		ResponseHeader: pick(t.ResponseHeader, def.ResponseHeader),
+		Idle:           pick(t.Idle, def.Idle),
+		ClientWrite:    pick(t.ClientWrite, def.ClientWrite),
+	}
 	if p.rt == nil {
+		dial := p.t.Dial
 		p.rt = &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
@@ -225,7 +245,7 @@ func New(opts Options) (*Proxy, error) {
 			MaxIdleConns:          256,
 			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
-			ResponseHeaderTimeout: header,
+			ResponseHeaderTimeout: p.t.ResponseHeader,
 			ExpectContinueTimeout: time.Second,
 			// The client's Accept-Encoding goes upstream as sent; the
 			// answer must reach it undecoded.
@@ -237,14 +257,15 @@ func New(opts Options) (*Proxy, error) {
 	return p, nil
 }
 
-func pick(d, def time.Duration) time.Duration {
+// pick resolves one Timeouts field: 0 takes def, negative means none (0).
+func pick[T ~int64](v, def T) T {
 	switch {
-	case d == 0:
+	case v == 0:
 		return def
-	case d < 0:
+	case v < 0:
 		return 0
 	}
-	return d
+	return v
 }
 
 // Close releases idle upstream connections.
