@@ -135,14 +135,17 @@ func contentCoding(h http.Header) (string, bool) {
 // prepareMessages reads a Messages request body, decodes it, runs the
 // Rewriter and sets out's body.
 func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange) error {
-	orig, err := readBody(r.Body, r.ContentLength, p.maxBody, false)
+	orig, err := readBody(x.body, r.ContentLength, p.maxBody, false)
 	if orig != nil {
 		x.lease.onRelease(func() { putBuf(orig) })
 	}
 	if err != nil {
 		var le *limitError
-		if errors.As(err, &le) {
+		switch {
+		case errors.As(err, &le):
 			return le.apiError()
+		case x.body.timedOut():
+			return x.body.timeoutError()
 		}
 		return &anthropic.Error{Status: http.StatusBadRequest, Type: anthropic.InvalidRequestError,
 			Message: "ctxguard: could not read the request body", Err: err}

@@ -124,6 +124,15 @@ type Outcome struct {
 // zero field takes its default (DefaultTimeouts); a negative one disables
 // that bound.
 type Timeouts struct {
+	// BodyRead bounds the client's silence while it sends a request
+	// body: no byte for this long and the request fails with 408.
+	// Default 30s.
+	BodyRead time.Duration
+	// BodyMinRate, in bytes per second, bounds the whole body: it must
+	// arrive within BodyRead + size/BodyMinRate, where size is the
+	// Content-Length, or for a chunked body the bytes received so far.
+	// It applies only with BodyRead. Default 65536.
+	BodyMinRate int64
 	// Dial bounds connecting to the upstream, TLS handshake included.
 	// Default 30s.
 	Dial time.Duration
@@ -144,6 +153,8 @@ type Timeouts struct {
 // DefaultTimeouts returns the timeouts a zero Timeouts field stands for.
 func DefaultTimeouts() Timeouts {
 	return Timeouts{
+		BodyRead:       30 * time.Second,
+		BodyMinRate:    64 << 10,
 		Dial:           30 * time.Second,
 		ResponseHeader: 10 * time.Minute,
 		Idle:           5 * time.Minute,
@@ -229,6 +240,8 @@ func New(opts Options) (*Proxy, error) {
 	}
 	t, def := opts.Timeouts, DefaultTimeouts()
 	p.t = Timeouts{
+		BodyRead:       pick(t.BodyRead, def.BodyRead),
+		BodyMinRate:    pick(t.BodyMinRate, def.BodyMinRate),
 		Dial:           pick(t.Dial, def.Dial),
 		ResponseHeader: pick(t.ResponseHeader, def.ResponseHeader),
 		Idle:           pick(t.Idle, def.Idle),
@@ -291,41 +304,59 @@ type exchange struct {
 	rewrite     time.Duration
 	usage       *anthropic.Usage
 	outcome     Outcome
-	errID       string // the ID of the error rendered to the client
-	lease       *lease // pooled body memory, freed when nothing reads it
+	errID       string      // the ID of the error rendered to the client
+	body        *clientBody // the client's request body
+	lease       *lease      // pooled body memory, freed when nothing reads it
 }
 
 // ServeHTTP proxies one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x := &exchange{start: time.Now(), inBytes: r.ContentLength, outBytes: r.ContentLength, lease: newLease()}
+	defer x.lease.drop()
+	rc := http.NewResponseController(w)
+	_ = rc.EnableFullDuplex() // HTTP/2 is always full duplex and says so with an error
+	x.body = p.newClientBody(r, rc, x.start)
+	defer x.body.end()
+	var err error
 	if strings.HasPrefix(r.URL.Path, "/ctxguard/") {
 		if p.extra != nil {
 			p.extra.ServeHTTP(w, r)
 			return
 		}
-		anthropic.WriteError(r.Context(), w, p.log, &anthropic.Error{Status: http.StatusNotFound, Type: anthropic.NotFoundError, Message: "ctxguard: no such endpoint"})
-		return
+		err = &anthropic.Error{Status: http.StatusNotFound, Type: anthropic.NotFoundError, Message: "ctxguard: no such endpoint"}
 	}
-	x := &exchange{start: time.Now(), inBytes: r.ContentLength, outBytes: r.ContentLength, lease: newLease()}
-	defer x.lease.drop()
-	rc := http.NewResponseController(w)
-	_ = rc.EnableFullDuplex() // HTTP/2 is always full duplex and says so with an error
-	err := p.serve(w, r, rc, x)
+	if err == nil {
+		err = p.serve(w, r, rc, x)
+	}
+	cut := false
 	if err != nil {
 		if !x.wroteHeader {
-			e := anthropic.AsError(err)
-			anthropic.WriteError(r.Context(), w, p.log, e)
-			x.status, x.errID = e.Status, e.ID
+			p.writeError(w, r, x, err)
 		} else {
 			p.log.LogAttrs(r.Context(), slog.LevelWarn, "response cut", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+			// The upstream failed mid-body: cut the connection rather than
+			// end the response cleanly, so the client cannot mistake a
+			// truncated answer for a complete one.
+			cut = r.Context().Err() == nil
 		}
 	}
 	p.logExchange(r, x, err)
-	if err != nil && x.wroteHeader && r.Context().Err() == nil {
-		// The upstream failed mid-body: cut the connection rather than end
-		// the response cleanly, so the client cannot mistake a truncated
-		// answer for a complete one.
+	if cut {
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// writeError renders one of ctxguard's own errors.
+func (p *Proxy) writeError(w http.ResponseWriter, r *http.Request, x *exchange, err error) {
+	e := anthropic.AsError(err)
+	ctx := r.Context()
+	if x.body.timedOut() {
+		// net/http cancels the request when a body read times out, but
+		// the client is still there to read the 408.
+		ctx = context.WithoutCancel(ctx)
+	}
+	anthropic.WriteError(ctx, w, p.log, e)
+	x.status, x.errID = e.Status, e.ID
 }
 
 func (p *Proxy) logExchange(r *http.Request, x *exchange, err error) {
@@ -379,10 +410,7 @@ var errIdle = errors.New("upstream idle timeout")
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, x *exchange) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(context.Canceled)
-	out, err := p.outRequest(ctx, r)
-	if err != nil {
-		return err
-	}
+	out := p.outRequest(ctx, r, x.body)
 
 	var oc Outcome
 	if isMessages(r) {
@@ -395,14 +423,17 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseC
 
 	res, err := p.rt.RoundTrip(out)
 	if err != nil {
-		return p.upstreamError(r, ctx, err)
+		return p.upstreamError(r, ctx, x, err)
 	}
 	defer res.Body.Close()
 	return p.respond(ctx, w, r, rc, res, &oc, x, cancel)
 }
 
 // upstreamError classifies a RoundTrip failure.
-func (p *Proxy) upstreamError(r *http.Request, ctx context.Context, err error) error {
+func (p *Proxy) upstreamError(r *http.Request, ctx context.Context, x *exchange, err error) error {
+	if e := x.body.timeoutError(); e != nil {
+		return e
+	}
 	if r.Context().Err() != nil {
 		return &anthropic.Error{Status: 499, Type: anthropic.APIError, Message: "ctxguard: client went away", Err: err}
 	}
@@ -438,7 +469,7 @@ func removeHopHeaders(h http.Header) {
 // outRequest builds the upstream request: same method, path, query and
 // headers, minus hop-by-hop headers; the body is streamed unless the
 // Messages path replaces it.
-func (p *Proxy) outRequest(ctx context.Context, r *http.Request) (*http.Request, error) {
+func (p *Proxy) outRequest(ctx context.Context, r *http.Request, body *clientBody) *http.Request {
 	u := *p.upstream
 	u.Path, u.RawPath = joinPath(p.upstream, r.URL)
 	switch {
@@ -470,13 +501,13 @@ func (p *Proxy) outRequest(ctx context.Context, r *http.Request) (*http.Request,
 		Header:        h,
 		Host:          u.Host,
 		ContentLength: r.ContentLength,
-		Body:          r.Body,
+		Body:          body,
 		Close:         false,
 	}).WithContext(ctx)
 	if r.ContentLength == 0 {
 		out.Body = nil // so the transport may retry on a stale connection
 	}
-	return out, nil
+	return out
 }
 
 // joinPath appends the request's path to the upstream's path prefix,

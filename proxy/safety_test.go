@@ -1,16 +1,48 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ctxguard/ctxguard/anthropic"
 )
+
+// dialRaw opens a raw connection to a test server; every wait on it is
+// bounded.
+func dialRaw(t testing.TB, srvURL string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srvURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	return conn
+}
+
+// readRaw reads one response from a raw connection.
+func readRaw(t testing.TB, br *bufio.Reader) (*http.Response, []byte) {
+	t.Helper()
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("reading the response: %v", err)
+	}
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("reading the response body: %v", err)
+	}
+	return res, body
+}
 
 // TestSlowReaderGetsEveryByte: a client that stops reading for several
 // idle periods while a long answer streams, then reads on, gets all of
@@ -95,6 +127,105 @@ func TestClientWriteTimeout(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "sent nothing") {
 		t.Errorf("a stalled client was logged as an idle upstream:\n%s", logs.String())
+	}
+}
+
+// TestBodyReadTimeouts: a client that stalls mid-body, or sends it below
+// the minimum rate, gets 408 and the log says which, on the buffered and
+// the streamed path, with and without Content-Length.
+func TestBodyReadTimeouts(t *testing.T) {
+	up := newUpstream(t, nil)
+	for _, tc := range []struct {
+		name, path string
+		chunked    bool
+		trickle    bool // send a little often (too slowly); else stall
+		want       string
+	}{
+		{"messages/stalled", "/v1/messages", false, false, "stopped sending the request body"},
+		{"messages/stalled chunked", "/v1/messages", true, false, "stopped sending the request body"},
+		{"messages/too slow", "/v1/messages", false, true, "too slowly"},
+		{"messages/too slow chunked", "/v1/messages", true, true, "too slowly"},
+		{"passthrough/stalled", "/v1/messages/count_tokens", false, false, "stopped sending the request body"},
+		{"passthrough/stalled chunked", "/v1/messages/count_tokens", true, false, "stopped sending the request body"},
+		{"passthrough/too slow", "/v1/messages/count_tokens", false, true, "too slowly"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// 3000 bytes must arrive within 300ms + 3000/10000 s.
+			srv, logs := newProxyServer(t, up.URL, Options{Rewriter: &identity{},
+				Timeouts: Timeouts{BodyRead: 300 * time.Millisecond, BodyMinRate: 10000}})
+			conn := dialRaw(t, srv.URL)
+			head := "POST " + tc.path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+			piece := func(s string) string { return s }
+			if tc.chunked {
+				head += "Transfer-Encoding: chunked\r\n\r\n"
+				piece = func(s string) string { return fmt.Sprintf("%x\r\n%s\r\n", len(s), s) }
+			} else {
+				head += "Content-Length: 3000\r\n\r\n"
+			}
+			// 1000 bytes first: a stall then breaks the silence bound well
+			// before the rate bound (300ms + 1000/10000 s for a chunked body).
+			if _, err := io.WriteString(conn, head+piece(`{"messages":[`+strings.Repeat(" ", 1000))); err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			defer close(stop)
+			if tc.trickle { // 500 bytes/s, never silent for long
+				go func() {
+					for {
+						select {
+						case <-stop:
+							return
+						case <-time.After(20 * time.Millisecond):
+						}
+						if _, err := io.WriteString(conn, piece("          ")); err != nil {
+							return
+						}
+					}
+				}()
+			}
+			res, body := readRaw(t, bufio.NewReader(conn))
+			id := checkAPIError(t, res, body, http.StatusRequestTimeout, anthropic.InvalidRequestError, tc.want)
+			if l := lineWith(logs.String(), id); !strings.Contains(l, tc.want) || !strings.Contains(l, "arrived in") {
+				t.Errorf("log line %q", l)
+			}
+		})
+	}
+}
+
+// TestBodyDeadlineCleared: once the body has been read, its read deadline
+// is gone: an answer that streams for many BodyRead periods completes
+// (a stale deadline would fire in net/http's background read and cancel
+// the request).
+func TestBodyDeadlineCleared(t *testing.T) {
+	const last = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 8 {
+			fmt.Fprintf(w, "event: ping\ndata: {\"n\":%d}\n\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(60 * time.Millisecond)
+		}
+		_, _ = io.WriteString(w, last)
+	})
+	srv, _ := newProxyServer(t, up.URL, Options{Rewriter: &identity{}, Timeouts: Timeouts{BodyRead: 200 * time.Millisecond}})
+	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+		for _, chunked := range []bool{false, true} {
+			var body io.Reader = strings.NewReader(streamReq)
+			if chunked {
+				body = io.MultiReader(body)
+			}
+			req, _ := http.NewRequest("POST", srv.URL+path, body)
+			req.Header = jsonHeader()
+			res, err := rawClient().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err != nil || !strings.HasSuffix(string(got), last) {
+				t.Errorf("%s chunked=%v: the answer was cut after %d bytes (%v)", path, chunked, len(got), err)
+			}
+		}
 	}
 }
 
