@@ -51,6 +51,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -136,6 +137,12 @@ type Timeouts struct {
 	// Dial bounds connecting to the upstream, TLS handshake included.
 	// Default 30s.
 	Dial time.Duration
+	// UpstreamWrite bounds the upstream's silence while it takes the
+	// request body: if the transport reads nothing of the body for this
+	// long (time it spends waiting on a client that is still sending
+	// does not count), the request is cancelled and answered with 504.
+	// Default 30s.
+	UpstreamWrite time.Duration
 	// ResponseHeader bounds the wait for the upstream's response headers
 	// once the request is sent. Default 10m: a non-streamed Messages
 	// answer only starts when the model has finished.
@@ -156,6 +163,7 @@ func DefaultTimeouts() Timeouts {
 		BodyRead:       30 * time.Second,
 		BodyMinRate:    64 << 10,
 		Dial:           30 * time.Second,
+		UpstreamWrite:  30 * time.Second,
 		ResponseHeader: 10 * time.Minute,
 		Idle:           5 * time.Minute,
 		ClientWrite:    5 * time.Minute,
@@ -243,6 +251,7 @@ func New(opts Options) (*Proxy, error) {
 		BodyRead:       pick(t.BodyRead, def.BodyRead),
 		BodyMinRate:    pick(t.BodyMinRate, def.BodyMinRate),
 		Dial:           pick(t.Dial, def.Dial),
+		UpstreamWrite:  pick(t.UpstreamWrite, def.UpstreamWrite),
 		ResponseHeader: pick(t.ResponseHeader, def.ResponseHeader),
 		Idle:           pick(t.Idle, def.Idle),
 		ClientWrite:    pick(t.ClientWrite, def.ClientWrite),
@@ -405,7 +414,10 @@ func isMessages(r *http.Request) bool {
 	return err == nil && mt == "application/json"
 }
 
-var errIdle = errors.New("upstream idle timeout")
+var (
+	errIdle          = errors.New("upstream idle timeout")
+	errUpstreamWrite = errors.New("upstream took no request body bytes")
+)
 
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, x *exchange) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -421,7 +433,8 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseC
 		oc = x.outcome
 	}
 
-	res, err := p.rt.RoundTrip(out)
+	client := out.Body == io.ReadCloser(x.body)
+	res, err := p.roundTrip(out, client, cancel)
 	if err != nil {
 		return p.upstreamError(r, ctx, x, err)
 	}
@@ -433,6 +446,11 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseC
 func (p *Proxy) upstreamError(r *http.Request, ctx context.Context, x *exchange, err error) error {
 	if e := x.body.timeoutError(); e != nil {
 		return e
+	}
+	if errors.Is(context.Cause(ctx), errUpstreamWrite) {
+		return &anthropic.Error{Status: http.StatusGatewayTimeout, Type: anthropic.APIError,
+			Message: "ctxguard: upstream " + p.name + " did not take the request body",
+			Err:     fmt.Errorf("it read nothing of the body for %v: %w", p.t.UpstreamWrite, err)}
 	}
 	if r.Context().Err() != nil {
 		return &anthropic.Error{Status: 499, Type: anthropic.APIError, Message: "ctxguard: client went away", Err: err}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,6 +43,44 @@ func readRaw(t testing.TB, br *bufio.Reader) (*http.Response, []byte) {
 		t.Fatalf("reading the response body: %v", err)
 	}
 	return res, body
+}
+
+// holdingUpstream accepts connections and never reads from them. They are
+// closed at cleanup; register it after the proxy's so it runs first, and
+// a proxy that waits on them forever is freed.
+func holdingUpstream(t testing.TB) (url string, cleanup func()) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	return "http://" + l.Addr().String(), func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}
+}
+
+// paddedBody is a JSON body of exactly n bytes.
+func paddedBody(n int) []byte {
+	b := []byte(`{"messages":[],"pad":"`)
+	b = append(b, bytes.Repeat([]byte("p"), n-len(b)-2)...)
+	return append(b, `"}`...)
 }
 
 // TestSlowReaderGetsEveryByte: a client that stops reading for several
@@ -226,6 +265,47 @@ func TestBodyDeadlineCleared(t *testing.T) {
 				t.Errorf("%s chunked=%v: the answer was cut after %d bytes (%v)", path, chunked, len(got), err)
 			}
 		}
+	}
+}
+
+// TestUpstreamNotTakingBody: an upstream that accepts the connection but
+// never reads the body gets the request cancelled after UpstreamWrite,
+// and the client a 504 saying so.
+func TestUpstreamNotTakingBody(t *testing.T) {
+	upURL, closeUp := holdingUpstream(t)
+	srv, logs := newProxyServer(t, upURL, Options{Rewriter: &identity{}, Timeouts: Timeouts{UpstreamWrite: 200 * time.Millisecond}})
+	t.Cleanup(closeUp)
+	body := paddedBody(16 << 20) // more than the socket buffers hold
+	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+		t.Run(path, func(t *testing.T) {
+			c := rawClient()
+			c.Timeout = 30 * time.Second
+			res, got := do(t, c, "POST", srv.URL+path, jsonHeader(), bytes.NewReader(body))
+			id := checkAPIError(t, res, got, http.StatusGatewayTimeout, anthropic.APIError, "did not take the request body")
+			if l := lineWith(logs.String(), id); !strings.Contains(l, "read nothing of the body for 200ms") {
+				t.Errorf("log line %q", l)
+			}
+		})
+	}
+}
+
+// TestSlowClientIsNotSlowUpstream: while the transport waits on a client
+// that sends its body slowly, the upstream is not blamed for taking
+// nothing.
+func TestSlowClientIsNotSlowUpstream(t *testing.T) {
+	up := newUpstream(t, nil)
+	srv, _ := newProxyServer(t, up.URL, Options{Timeouts: Timeouts{UpstreamWrite: 100 * time.Millisecond}})
+	body := paddedBody(3000)
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/messages/count_tokens", &slowReader{data: body, piece: 1000, pause: 400 * time.Millisecond})
+	req.ContentLength = int64(len(body))
+	req.Header = jsonHeader()
+	res, err := rawClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 || !bytes.Equal(up.last(t).Body, body) {
+		t.Errorf("status %d; upstream got %d of %d bytes", res.StatusCode, len(up.last(t).Body), len(body))
 	}
 }
 
