@@ -4,13 +4,30 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
+)
+
+// Early answers. A client may send its whole body before it reads the
+// answer (Python's http.client does). When ctxguard answers before it has
+// read the body (413, 529, 401, an upstream that failed or answered
+// early) and net/http then closed the connection, such a client would get
+// a broken pipe, or a reset that discards the answer, instead of the
+// answer. So after answering, the proxy reads and discards what is left
+// of the body, at most drainMax bytes and for at most drainTime; a body
+// larger or slower than that has its connection closed. A client that
+// sent Expect: 100-continue and was not asked for any of the body waits
+// for the answer instead, and nothing is read.
+const (
+	drainMax  = 64 << 20
+	drainTime = 10 * time.Second
 )
 
 // How reading a client's request body ended.
@@ -27,8 +44,9 @@ const (
 // last read and within BodyRead + size/BodyMinRate of the start, and
 // clears it once the body has been read: a stale deadline would fire in
 // net/http's background read, which cancels the request. It counts what
-// arrived and remembers how reading ended. Close does nothing: net/http
-// closes the request body itself.
+// arrived and remembers how reading ended, so the proxy knows whether it
+// answers early. Close only records that the transport is done with it;
+// net/http closes the request body itself.
 type clientBody struct {
 	r       io.ReadCloser
 	rc      *http.ResponseController
@@ -41,6 +59,10 @@ type clientBody struct {
 	n     atomic.Int64
 	state atomic.Int32
 
+	handed bool          // given to the transport, which reads and closes it
+	closed chan struct{} // closed by Close when handed
+	once   sync.Once
+
 	mu    sync.Mutex // orders deadline updates before end
 	ended bool
 }
@@ -51,6 +73,12 @@ func (p *Proxy) newClientBody(r *http.Request, rc *http.ResponseController, star
 		b.state.Store(bodyDone)
 	}
 	return b
+}
+
+// hand gives the body to the transport.
+func (b *clientBody) hand() {
+	b.handed = true
+	b.closed = make(chan struct{})
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
@@ -102,7 +130,12 @@ func (b *clientBody) setDeadline(d time.Time) {
 	b.mu.Unlock()
 }
 
-func (b *clientBody) Close() error { return nil }
+func (b *clientBody) Close() error {
+	if b.closed != nil {
+		b.once.Do(func() { close(b.closed) })
+	}
+	return nil
+}
 
 // timedOut reports whether reading the body timed out.
 func (b *clientBody) timedOut() bool {
@@ -129,10 +162,61 @@ func (b *clientBody) timeoutError() *anthropic.Error {
 		Err: fmt.Errorf("%d body bytes %s arrived in %v", b.n.Load(), of, time.Since(b.start).Round(time.Millisecond))}
 }
 
+// settle waits, at most drainTime, for a transport that was handed the
+// body and has not read it to the end to close it. It reports whether
+// nothing reads the body any more.
+func (b *clientBody) settle() bool {
+	if !b.handed || b.state.Load() != bodyReading {
+		return true
+	}
+	select {
+	case <-b.closed:
+		return true
+	default:
+	}
+	t := time.NewTimer(drainTime)
+	defer t.Stop()
+	select {
+	case <-b.closed:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // end stops the deadline updates: once the handler returns, the
 // connection is net/http's again, even if a transport still reads.
 func (b *clientBody) end() {
 	b.mu.Lock()
 	b.ended = true
 	b.mu.Unlock()
+}
+
+// drain sends the answer already written, then reads and discards what
+// is left of an unfinished body (see drainMax). Only once settle said
+// nothing else reads it.
+func (p *Proxy) drain(r *http.Request, b *clientBody) {
+	if b.state.Load() != bodyReading || b.n.Load() == 0 && expectsContinue(r) {
+		return
+	}
+	if b.rc.Flush() != nil {
+		return
+	}
+	_ = b.rc.SetReadDeadline(time.Now().Add(drainTime))
+	n, err := io.CopyN(io.Discard, b.r, drainMax)
+	if err == io.EOF {
+		_ = b.rc.SetReadDeadline(time.Time{})
+		err = nil
+	} else if err == nil {
+		err = fmt.Errorf("more than %d bytes", drainMax)
+	}
+	attrs := []slog.Attr{slog.String("path", r.URL.Path), slog.Int64("drained", n)}
+	if err != nil {
+		attrs = append(attrs, slog.String("stopped", err.Error()))
+	}
+	p.log.LogAttrs(r.Context(), slog.LevelDebug, "request body discarded after an early answer", attrs...)
+}
+
+func expectsContinue(r *http.Request) bool {
+	return strings.Contains(strings.ToLower(r.Header.Get("Expect")), "100-continue")
 }

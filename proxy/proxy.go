@@ -316,12 +316,21 @@ type exchange struct {
 	errID       string      // the ID of the error rendered to the client
 	body        *clientBody // the client's request body
 	lease       *lease      // pooled body memory, freed when nothing reads it
+	ended       bool        // the exchange dropped its lease reference
+}
+
+// end drops the exchange's own reference to its lease (once).
+func (x *exchange) end() {
+	if !x.ended {
+		x.ended = true
+		x.lease.drop()
+	}
 }
 
 // ServeHTTP proxies one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{start: time.Now(), inBytes: r.ContentLength, outBytes: r.ContentLength, lease: newLease()}
-	defer x.lease.drop()
+	defer x.end()
 	rc := http.NewResponseController(w)
 	_ = rc.EnableFullDuplex() // HTTP/2 is always full duplex and says so with an error
 	x.body = p.newClientBody(r, rc, x.start)
@@ -350,8 +359,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.logExchange(r, x, err)
+	x.end() // buffered memory is free before a drain
 	if cut {
 		panic(http.ErrAbortHandler)
+	}
+	if x.body.settle() && r.Context().Err() == nil {
+		p.drain(r, x.body)
 	}
 }
 
@@ -434,6 +447,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseC
 	}
 
 	client := out.Body == io.ReadCloser(x.body)
+	if client {
+		x.body.hand()
+	}
 	res, err := p.roundTrip(out, client, cancel)
 	if err != nil {
 		return p.upstreamError(r, ctx, x, err)

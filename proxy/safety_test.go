@@ -3,11 +3,14 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +46,16 @@ func readRaw(t testing.TB, br *bufio.Reader) (*http.Response, []byte) {
 		t.Fatalf("reading the response body: %v", err)
 	}
 	return res, body
+}
+
+// unusedAddr returns a loopback address nothing listens on.
+func unusedAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // holdingUpstream accepts connections and never reads from them. They are
@@ -306,6 +319,116 @@ func TestSlowClientIsNotSlowUpstream(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != 200 || !bytes.Equal(up.last(t).Body, body) {
 		t.Errorf("status %d; upstream got %d of %d bytes", res.StatusCode, len(up.last(t).Body), len(body))
+	}
+}
+
+// TestEarlyAnswerReachesClient: a client that writes its whole body before
+// it reads anything still gets the answer ctxguard gave before reading
+// the body, whatever the reason.
+func TestEarlyAnswerReachesClient(t *testing.T) {
+	up := newUpstream(t, nil)
+	unreachable := "http://" + unusedAddr(t)
+	big := paddedBody(33 << 20) // over DefaultMaxBody and the socket buffers
+	for _, tc := range []struct {
+		name, upstream, path string
+		opts                 Options
+		chunked              bool
+		size                 int
+		status               int
+		typ, msg             string
+	}{
+		{"413 over max_body", up.URL, "/v1/messages", Options{}, false, len(big), 413, anthropic.RequestTooLarge, "exceeds"},
+		{"413 over max_body chunked", up.URL, "/v1/messages", Options{}, true, len(big), 413, anthropic.RequestTooLarge, "exceeds"},
+		{"502 upstream unreachable", unreachable, "/v1/messages/count_tokens", Options{}, false, len(big), 502, anthropic.APIError, "unreachable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, srv, _ := newProxy(t, tc.upstream, tc.opts)
+			big := append(big[:tc.size-2:tc.size-2], `"}`...)
+			conn := dialRaw(t, srv.URL)
+			req := "POST " + tc.path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+			var err error
+			if tc.chunked {
+				_, err = fmt.Fprintf(conn, "%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", req, len(big), big)
+			} else {
+				_, err = fmt.Fprintf(conn, "%sContent-Length: %d\r\n\r\n%s", req, len(big), big)
+			}
+			if err != nil {
+				t.Fatalf("writing the whole request: %v", err)
+			}
+			res, body := readRaw(t, bufio.NewReader(conn))
+			checkAPIError(t, res, body, tc.status, tc.typ, tc.msg)
+		})
+	}
+	t.Run("expect 100-continue", func(t *testing.T) {
+		// The client waits for the go-ahead: the answer comes without it,
+		// and the proxy does not wait for a body that will not come.
+		_, srv, logs := newProxy(t, up.URL, Options{})
+		conn := dialRaw(t, srv.URL)
+		fmt.Fprintf(conn, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(big))
+		br := bufio.NewReader(conn)
+		res, body := readRaw(t, br)
+		checkAPIError(t, res, body, 413, anthropic.RequestTooLarge, "exceeds")
+		if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("after the answer: %d bytes, %v; want the connection closed", n, err)
+		}
+		if strings.Contains(logs.String(), "request body discarded") {
+			t.Errorf("the proxy waited for the body:\n%s", logs.String())
+		}
+	})
+}
+
+// pythonClient sends a request the way Python's http.client does (the
+// whole body, then it reads) and prints what it got as JSON.
+const pythonClient = `
+import http.client, json, sys
+host, port, token = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+body = b'{"messages":[],"pad":"' + b'p' * (33 << 20) + b'"}'
+headers = {"Content-Type": "application/json"}
+if token:
+    headers["X-Ctxguard-Token"] = token
+conn = http.client.HTTPConnection(host, port, timeout=60)
+conn.request("POST", "/v1/messages", body=body, headers=headers)
+res = conn.getresponse()
+json.dump({"status": res.status, "content_type": res.getheader("Content-Type"), "body": res.read().decode()}, sys.stdout)
+`
+
+func TestEarlyAnswerPythonClient(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatalf("python3 is needed for this test: %v", err)
+	}
+	up := newUpstream(t, nil)
+	for _, tc := range []struct {
+		name, token string
+		opts        Options
+		status      int
+		typ, msg    string
+	}{
+		{"413", "", Options{}, 413, anthropic.RequestTooLarge, "exceeds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, srv, _ := newProxy(t, up.URL, tc.opts)
+			host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, python, "-c", pythonClient, host, port, tc.token)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("python client: %v\n%s", err, stderr.String())
+			}
+			var got struct {
+				Status      int    `json:"status"`
+				ContentType string `json:"content_type"`
+				Body        string `json:"body"`
+			}
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("python client printed %q: %v", out, err)
+			}
+			res := &http.Response{StatusCode: got.Status, Header: http.Header{"Content-Type": {got.ContentType}}}
+			checkAPIError(t, res, []byte(got.Body), tc.status, tc.typ, tc.msg)
+		})
 	}
 }
 
