@@ -180,8 +180,17 @@ type Options struct {
 	// decompression; larger ones get 413 request_too_large. Default
 	// DefaultMaxBody. Other paths are streamed and not limited here (the
 	// upstream enforces its own per-endpoint limits).
-	MaxBody  int64
-	Timeouts Timeouts
+	MaxBody int64
+	// MaxBuffered caps the request bytes buffered at once across all
+	// requests: Messages bodies as received, their decoded copies and
+	// the Rewriter's output (reserved as len(body) + outSlack). A body
+	// that does not fit is answered with 529 overloaded_error and a
+	// Retry-After header; when only the decoded copy or the output does
+	// not fit, the body is forwarded untouched with X-Ctxguard-Skipped:
+	// overloaded. Default (0) 4×MaxBody; negative means no cap. Keep it
+	// at least MaxBody, or the largest bodies always get 529.
+	MaxBuffered int64
+	Timeouts    Timeouts
 	// Logger receives one line per request and every error with its ID.
 	// Default: discard.
 	Logger *slog.Logger
@@ -205,6 +214,7 @@ type Proxy struct {
 	upstream *url.URL
 	name     string // upstream for messages and logs, without credentials
 	maxBody  int64
+	mem      *budget  // nil: no cap on buffered bytes
 	t        Timeouts // resolved: 0 means none
 	log      *slog.Logger
 	rw       Rewriter
@@ -242,6 +252,12 @@ func New(opts Options) (*Proxy, error) {
 	}
 	if p.maxBody <= 0 {
 		p.maxBody = DefaultMaxBody
+	}
+	switch {
+	case opts.MaxBuffered == 0:
+		p.mem = &budget{max: 4 * p.maxBody}
+	case opts.MaxBuffered > 0:
+		p.mem = &budget{max: opts.MaxBuffered}
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -329,8 +345,8 @@ func (x *exchange) end() {
 
 // ServeHTTP proxies one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	x := &exchange{start: time.Now(), inBytes: r.ContentLength, outBytes: r.ContentLength, lease: newLease()}
-	defer x.end()
+	x := &exchange{start: time.Now(), inBytes: r.ContentLength, outBytes: r.ContentLength, lease: newLease(p.mem)}
+	defer x.end() // also on a panic, so that no reservation outlives it
 	rc := http.NewResponseController(w)
 	_ = rc.EnableFullDuplex() // HTTP/2 is always full duplex and says so with an error
 	x.body = p.newClientBody(r, rc, x.start)
@@ -376,6 +392,9 @@ func (p *Proxy) writeError(w http.ResponseWriter, r *http.Request, x *exchange, 
 		// net/http cancels the request when a body read times out, but
 		// the client is still there to read the 408.
 		ctx = context.WithoutCancel(ctx)
+	}
+	if e.Type == anthropic.OverloadedError {
+		w.Header().Set("Retry-After", retryAfter)
 	}
 	anthropic.WriteError(ctx, w, p.log, e)
 	x.status, x.errID = e.Status, e.ID

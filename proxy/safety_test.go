@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 )
 
 // dialRaw opens a raw connection to a test server; every wait on it is
@@ -87,6 +88,16 @@ func holdingUpstream(t testing.TB) (url string, cleanup func()) {
 		}
 		mu.Unlock()
 	}
+}
+
+// waitFor polls cond for up to 5 seconds.
+func waitFor(cond func() bool) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
 }
 
 // paddedBody is a JSON body of exactly n bytes.
@@ -322,6 +333,205 @@ func TestSlowClientIsNotSlowUpstream(t *testing.T) {
 	}
 }
 
+// TestMaxBuffered: stalled big uploads cannot hold more than MaxBuffered;
+// the requests that do not fit get 529 with Retry-After at once (and are
+// not cut off either), and once the uploads end, their reservations are
+// free again.
+func TestMaxBuffered(t *testing.T) {
+	up := newUpstream(t, nil)
+	const maxBody, maxBuf, uploads = 1 << 20, 4 << 20, 6
+	p, srv, _ := newProxy(t, up.URL, Options{Rewriter: &identity{}, MaxBody: maxBody, MaxBuffered: maxBuf})
+	body := paddedBody(maxBody)
+	var conns []net.Conn
+	for range uploads {
+		c := dialRaw(t, srv.URL)
+		if _, err := fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:100]); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	if !waitFor(func() bool { return p.mem.used.Load() == maxBuf }) {
+		t.Fatalf("%d bytes reserved by %d stalled uploads, want %d", p.mem.used.Load(), uploads, maxBuf)
+	}
+	for _, chunked := range []bool{false, true} {
+		var b io.Reader = strings.NewReader(streamReq)
+		if chunked {
+			b = io.MultiReader(b)
+		}
+		res, got := do(t, rawClient(), "POST", srv.URL+"/v1/messages", jsonHeader(), b)
+		checkAPIError(t, res, got, 529, anthropic.OverloadedError, "retry")
+		if res.Header.Get("Retry-After") == "" {
+			t.Errorf("chunked=%v: no Retry-After on 529", chunked)
+		}
+	}
+	if used := p.mem.used.Load(); used > maxBuf {
+		t.Errorf("%d bytes buffered, over the cap of %d", used, maxBuf)
+	}
+	var statuses []int
+	for _, c := range conns {
+		if _, err := c.Write(body[100:]); err != nil {
+			t.Fatal(err)
+		}
+		res, _ := readRaw(t, bufio.NewReader(c))
+		statuses = append(statuses, res.StatusCode)
+	}
+	n200, n529 := 0, 0
+	for _, s := range statuses {
+		switch s {
+		case 200:
+			n200++
+		case 529:
+			n529++
+		}
+	}
+	if n200 != maxBuf/maxBody || n529 != uploads-maxBuf/maxBody {
+		t.Errorf("stalled uploads got %v; want %d×200 and %d×529", statuses, maxBuf/maxBody, uploads-maxBuf/maxBody)
+	}
+	if !waitFor(func() bool { return p.mem.used.Load() == 0 }) {
+		t.Fatalf("%d bytes still reserved after every upload ended", p.mem.used.Load())
+	}
+	if res, _ := do(t, rawClient(), "POST", srv.URL+"/v1/messages", jsonHeader(), bytes.NewReader(body)); res.StatusCode != 200 {
+		t.Errorf("after the uploads: status %d", res.StatusCode)
+	}
+}
+
+// TestMaxBufferedFailsOpen: when the body fits but its decoded copy or the
+// room for its rewrite does not, the body goes upstream untouched and the
+// answer says why.
+func TestMaxBufferedFailsOpen(t *testing.T) {
+	up := newUpstream(t, nil)
+	plain := paddedBody(600 << 10)
+	for _, tc := range []struct {
+		name   string
+		coding string
+		body   []byte
+	}{
+		{"decoded copy", "gzip", anthropictest.Compress("gzip", plain)},
+		{"rewrite output", "", plain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rw := &identity{}
+			p, srv, logs := newProxy(t, up.URL, Options{Rewriter: rw, MaxBuffered: 1 << 20})
+			h := jsonHeader()
+			if tc.coding != "" {
+				h.Set("Content-Encoding", tc.coding)
+			}
+			res, _ := do(t, rawClient(), "POST", srv.URL+"/v1/messages", h, bytes.NewReader(tc.body))
+			got := up.last(t)
+			if res.StatusCode != 200 || sha(got.Body) != sha(tc.body) || got.Header.Get("Content-Encoding") != tc.coding {
+				t.Errorf("status %d; upstream got %d bytes (sent %d), encoding %q", res.StatusCode, len(got.Body), len(tc.body), got.Header.Get("Content-Encoding"))
+			}
+			if s := res.Header.Get("X-Ctxguard-Skipped"); s != "overloaded" {
+				t.Errorf("X-Ctxguard-Skipped %q", s)
+			}
+			if rw.n() != 0 {
+				t.Error("the Rewriter ran without room for its output")
+			}
+			if l := lineWith(logs.String(), "cap reached"); !strings.Contains(l, "reason=") {
+				t.Errorf("log line %q", l)
+			}
+			if !waitFor(func() bool { return p.mem.used.Load() == 0 }) {
+				t.Errorf("%d bytes still reserved", p.mem.used.Load())
+			}
+		})
+	}
+}
+
+// TestBufferedReleasedOnEveryPath: whatever way an exchange ends, its
+// reservation is given back.
+func TestBufferedReleasedOnEveryPath(t *testing.T) {
+	ok := newUpstream(t, nil)
+	streaming := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for r.Context().Err() == nil {
+			_, _ = io.WriteString(w, "event: ping\ndata: {}\n\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	unreachable := "http://" + unusedAddr(t)
+	holding, closeHolding := holdingUpstream(t)
+	small := paddedBody(2000)
+	post := func(body io.Reader, h http.Header) func(t *testing.T, url string) int {
+		return func(t *testing.T, url string) int {
+			if h == nil {
+				h = jsonHeader()
+			}
+			res, _ := do(t, rawClient(), "POST", url+"/v1/messages", h, body)
+			return res.StatusCode
+		}
+	}
+	raw := func(req string) func(t *testing.T, url string) int {
+		return func(t *testing.T, url string) int {
+			c := dialRaw(t, url)
+			if _, err := io.WriteString(c, req); err != nil {
+				t.Fatal(err)
+			}
+			res, _ := readRaw(t, bufio.NewReader(c))
+			return res.StatusCode
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		upstream string
+		opts     Options
+		run      func(t *testing.T, url string) int
+		status   int // 0: none expected
+	}{
+		{name: "unchanged", upstream: ok.URL, opts: Options{Rewriter: &identity{}}, run: post(bytes.NewReader(small), nil), status: 200},
+		{name: "rewritten", upstream: ok.URL, opts: Options{Rewriter: RewriterFunc(func(context.Context, *http.Request, []byte) Outcome {
+			return Outcome{Body: []byte(`{}`)}
+		})}, run: post(bytes.NewReader(small), nil), status: 200},
+		{name: "rewriter panics", upstream: ok.URL, opts: Options{Rewriter: RewriterFunc(func(context.Context, *http.Request, []byte) Outcome { panic("boom") })},
+			run: post(bytes.NewReader(small), nil), status: 200},
+		{name: "over max_body", upstream: ok.URL, opts: Options{MaxBody: 1000}, run: post(bytes.NewReader(small), nil), status: 413},
+		{name: "over max_body chunked", upstream: ok.URL, opts: Options{MaxBody: 1000}, run: post(io.MultiReader(bytes.NewReader(small)), nil), status: 413},
+		{name: "decompression bomb", upstream: ok.URL, opts: Options{MaxBody: 1 << 20, Rewriter: &identity{}},
+			run: post(bytes.NewReader(anthropictest.Compress("gzip", make([]byte, 16<<20))), http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}), status: 413},
+		{name: "chunked body outgrows max_buffered", upstream: ok.URL, opts: Options{MaxBuffered: 100 << 10},
+			run: post(io.MultiReader(bytes.NewReader(paddedBody(300<<10))), nil), status: 529},
+		{name: "decoded copy does not fit", upstream: ok.URL, opts: Options{MaxBuffered: 1 << 20, Rewriter: &identity{}},
+			run: post(bytes.NewReader(anthropictest.Compress("gzip", paddedBody(2<<20))), http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}), status: 200},
+		{name: "output does not fit", upstream: ok.URL, opts: Options{MaxBuffered: 1 << 20, Rewriter: &identity{}}, run: post(bytes.NewReader(paddedBody(600<<10)), nil), status: 200},
+		{name: "body stalls", upstream: ok.URL, opts: Options{Timeouts: Timeouts{BodyRead: 100 * time.Millisecond}},
+			run: raw("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"), status: 408},
+		{name: "client leaves mid-body", upstream: ok.URL, run: func(t *testing.T, url string) int {
+			c := dialRaw(t, url)
+			_, _ = io.WriteString(c, "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+			time.Sleep(50 * time.Millisecond)
+			c.Close()
+			return 0
+		}},
+		{name: "upstream unreachable", upstream: unreachable, run: post(bytes.NewReader(small), nil), status: 502},
+		{name: "upstream takes no body", upstream: holding, opts: Options{Timeouts: Timeouts{UpstreamWrite: 100 * time.Millisecond}},
+			run: post(bytes.NewReader(paddedBody(16<<20)), nil), status: 504},
+		{name: "client leaves mid-answer", upstream: streaming.URL, run: func(t *testing.T, url string) int {
+			req, _ := http.NewRequest("POST", url+"/v1/messages", bytes.NewReader(small))
+			req.Header = jsonHeader()
+			res, err := rawClient().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.ReadFull(res.Body, make([]byte, 100))
+			res.Body.Close()
+			return res.StatusCode
+		}, status: 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, srv, _ := newProxy(t, tc.upstream, tc.opts)
+			if tc.upstream == holding {
+				t.Cleanup(closeHolding) // before the proxy's own cleanup
+			}
+			if got := tc.run(t, srv.URL); got != tc.status {
+				t.Errorf("status %d, want %d", got, tc.status)
+			}
+			if !waitFor(func() bool { return p.mem.used.Load() == 0 }) {
+				t.Errorf("%d bytes still reserved after the exchange", p.mem.used.Load())
+			}
+		})
+	}
+}
+
 // TestEarlyAnswerReachesClient: a client that writes its whole body before
 // it reads anything still gets the answer ctxguard gave before reading
 // the body, whatever the reason.
@@ -339,6 +549,7 @@ func TestEarlyAnswerReachesClient(t *testing.T) {
 	}{
 		{"413 over max_body", up.URL, "/v1/messages", Options{}, false, len(big), 413, anthropic.RequestTooLarge, "exceeds"},
 		{"413 over max_body chunked", up.URL, "/v1/messages", Options{}, true, len(big), 413, anthropic.RequestTooLarge, "exceeds"},
+		{"529 over max_buffered", up.URL, "/v1/messages", Options{MaxBuffered: 16 << 20}, false, 20 << 20, 529, anthropic.OverloadedError, "retry"},
 		{"502 upstream unreachable", unreachable, "/v1/messages/count_tokens", Options{}, false, len(big), 502, anthropic.APIError, "unreachable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
