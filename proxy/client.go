@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +16,32 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 )
+
+// TokenHeader carries Options.AuthToken. It is removed from every request
+// before it goes upstream, whether a token is configured or not.
+const TokenHeader = "X-Ctxguard-Token"
+
+// authorize checks TokenHeader against Options.AuthToken. The digests are
+// compared in constant time, so neither the token nor its length leaks.
+func (p *Proxy) authorize(r *http.Request) error {
+	if p.token == nil {
+		return nil
+	}
+	vs := r.Header.Values(TokenHeader)
+	if len(vs) == 1 {
+		sum := sha256.Sum256([]byte(vs[0]))
+		if subtle.ConstantTimeCompare(sum[:], p.token[:]) == 1 {
+			return nil
+		}
+	}
+	detail := "no token"
+	if len(vs) > 0 {
+		detail = fmt.Sprintf("a wrong token (%d values)", len(vs))
+	}
+	return &anthropic.Error{Status: http.StatusUnauthorized, Type: anthropic.AuthenticationError,
+		Message: "ctxguard: this proxy requires its token in the " + TokenHeader + " header",
+		Err:     fmt.Errorf("the request carried %s", detail)}
+}
 
 // Early answers. A client may send its whole body before it reads the
 // answer (Python's http.client does). When ctxguard answers before it has

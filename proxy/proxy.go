@@ -48,6 +48,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -190,7 +191,12 @@ type Options struct {
 	// overloaded. Default (0) 4×MaxBody; negative means no cap. Keep it
 	// at least MaxBody, or the largest bodies always get 529.
 	MaxBuffered int64
-	Timeouts    Timeouts
+	// AuthToken, when not empty, must come with every request (API
+	// paths and /ctxguard/ alike) in the X-Ctxguard-Token header;
+	// other requests get 401 authentication_error. That header is never
+	// forwarded upstream, token or not, and never logged.
+	AuthToken string
+	Timeouts  Timeouts
 	// Logger receives one line per request and every error with its ID.
 	// Default: discard.
 	Logger *slog.Logger
@@ -214,8 +220,9 @@ type Proxy struct {
 	upstream *url.URL
 	name     string // upstream for messages and logs, without credentials
 	maxBody  int64
-	mem      *budget  // nil: no cap on buffered bytes
-	t        Timeouts // resolved: 0 means none
+	mem      *budget   // nil: no cap on buffered bytes
+	token    *[32]byte // SHA-256 of Options.AuthToken; nil: no token
+	t        Timeouts  // resolved: 0 means none
 	log      *slog.Logger
 	rw       Rewriter
 	extra    http.Handler
@@ -258,6 +265,10 @@ func New(opts Options) (*Proxy, error) {
 		p.mem = &budget{max: 4 * p.maxBody}
 	case opts.MaxBuffered > 0:
 		p.mem = &budget{max: opts.MaxBuffered}
+	}
+	if opts.AuthToken != "" {
+		sum := sha256.Sum256([]byte(opts.AuthToken))
+		p.token = &sum
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -351,8 +362,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = rc.EnableFullDuplex() // HTTP/2 is always full duplex and says so with an error
 	x.body = p.newClientBody(r, rc, x.start)
 	defer x.body.end()
-	var err error
-	if strings.HasPrefix(r.URL.Path, "/ctxguard/") {
+	err := p.authorize(r)
+	if err == nil && strings.HasPrefix(r.URL.Path, "/ctxguard/") {
 		if p.extra != nil {
 			p.extra.ServeHTTP(w, r)
 			return
@@ -520,8 +531,8 @@ func removeHopHeaders(h http.Header) {
 }
 
 // outRequest builds the upstream request: same method, path, query and
-// headers, minus hop-by-hop headers; the body is streamed unless the
-// Messages path replaces it.
+// headers, minus hop-by-hop headers and X-Ctxguard-Token; the body is
+// streamed unless the Messages path replaces it.
 func (p *Proxy) outRequest(ctx context.Context, r *http.Request, body *clientBody) *http.Request {
 	u := *p.upstream
 	u.Path, u.RawPath = joinPath(p.upstream, r.URL)
@@ -537,6 +548,7 @@ func (p *Proxy) outRequest(ctx context.Context, r *http.Request, body *clientBod
 	}
 	te := h["Te"]
 	removeHopHeaders(h)
+	delete(h, TokenHeader)
 	for _, v := range te {
 		if strings.EqualFold(strings.TrimSpace(v), "trailers") {
 			h.Set("Te", "trailers")

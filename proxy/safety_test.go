@@ -538,6 +538,7 @@ func TestBufferedReleasedOnEveryPath(t *testing.T) {
 func TestEarlyAnswerReachesClient(t *testing.T) {
 	up := newUpstream(t, nil)
 	unreachable := "http://" + unusedAddr(t)
+	const token = "the-right-token-0123456789"
 	big := paddedBody(33 << 20) // over DefaultMaxBody and the socket buffers
 	for _, tc := range []struct {
 		name, upstream, path string
@@ -549,6 +550,7 @@ func TestEarlyAnswerReachesClient(t *testing.T) {
 	}{
 		{"413 over max_body", up.URL, "/v1/messages", Options{}, false, len(big), 413, anthropic.RequestTooLarge, "exceeds"},
 		{"413 over max_body chunked", up.URL, "/v1/messages", Options{}, true, len(big), 413, anthropic.RequestTooLarge, "exceeds"},
+		{"401 no token", up.URL, "/v1/messages", Options{AuthToken: token}, false, len(big), 401, anthropic.AuthenticationError, "X-Ctxguard-Token"},
 		{"529 over max_buffered", up.URL, "/v1/messages", Options{MaxBuffered: 16 << 20}, false, 20 << 20, 529, anthropic.OverloadedError, "retry"},
 		{"502 upstream unreachable", unreachable, "/v1/messages/count_tokens", Options{}, false, len(big), 502, anthropic.APIError, "unreachable"},
 	} {
@@ -616,6 +618,7 @@ func TestEarlyAnswerPythonClient(t *testing.T) {
 		typ, msg    string
 	}{
 		{"413", "", Options{}, 413, anthropic.RequestTooLarge, "exceeds"},
+		{"401", "a-wrong-token", Options{AuthToken: "the-right-token-0123456789"}, 401, anthropic.AuthenticationError, "X-Ctxguard-Token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, srv, _ := newProxy(t, up.URL, tc.opts)
@@ -640,6 +643,63 @@ func TestEarlyAnswerPythonClient(t *testing.T) {
 			res := &http.Response{StatusCode: got.Status, Header: http.Header{"Content-Type": {got.ContentType}}}
 			checkAPIError(t, res, []byte(got.Body), tc.status, tc.typ, tc.msg)
 		})
+	}
+}
+
+// TestAuthToken: with a token configured every request must carry it;
+// the token header never goes upstream nor into the log.
+func TestAuthToken(t *testing.T) {
+	const token = "s3cret-token-0123456789"
+	up := newUpstream(t, nil)
+	extra := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "local") })
+	srv, logs := newProxyServer(t, up.URL, Options{AuthToken: token, Extra: extra, Rewriter: &identity{}})
+	open, openLogs := newProxyServer(t, up.URL, Options{Rewriter: &identity{}})
+	for _, tc := range []struct {
+		name, srv, method, path string
+		tokens                  []string
+		status                  int
+		reaches                 bool // the upstream gets the request
+	}{
+		{"messages without a token", srv.URL, "POST", "/v1/messages", nil, 401, false},
+		{"messages with a wrong token", srv.URL, "POST", "/v1/messages", []string{"s3cret-token-012345678X"}, 401, false},
+		{"messages with a shorter token", srv.URL, "POST", "/v1/messages", []string{"s3cret"}, 401, false},
+		{"messages with the token twice", srv.URL, "POST", "/v1/messages", []string{token, token}, 401, false},
+		{"messages with the token", srv.URL, "POST", "/v1/messages", []string{token}, 200, true},
+		{"passthrough with the token", srv.URL, "GET", "/v1/models", []string{token}, 200, true},
+		{"passthrough without a token", srv.URL, "GET", "/v1/models", nil, 401, false},
+		{"local without a token", srv.URL, "GET", "/ctxguard/v1/stats", nil, 401, false},
+		{"local with the token", srv.URL, "GET", "/ctxguard/v1/stats", []string{token}, 200, false},
+		{"no token configured, header sent", open.URL, "POST", "/v1/messages", []string{token}, 200, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(up.received())
+			h := jsonHeader()
+			h["X-Ctxguard-Token"] = tc.tokens
+			var body io.Reader
+			if tc.method == "POST" {
+				body = strings.NewReader(`{"messages":[]}`)
+			}
+			res, got := do(t, rawClient(), tc.method, tc.srv+tc.path, h, body)
+			if tc.status == 401 {
+				checkAPIError(t, res, got, 401, anthropic.AuthenticationError, "X-Ctxguard-Token")
+			} else if res.StatusCode != tc.status {
+				t.Errorf("status %d, want %d", res.StatusCode, tc.status)
+			}
+			rs := up.received()
+			if reached := len(rs) > before; reached != tc.reaches {
+				t.Fatalf("reached the upstream: %v, want %v", reached, tc.reaches)
+			}
+			if tc.reaches {
+				if v, ok := rs[len(rs)-1].Header["X-Ctxguard-Token"]; ok {
+					t.Errorf("the upstream got X-Ctxguard-Token %q", v)
+				}
+			}
+		})
+	}
+	for _, l := range []string{logs.String(), openLogs.String()} {
+		if strings.Contains(l, "s3cret") {
+			t.Errorf("a token in the log:\n%s", l)
+		}
 	}
 }
 
