@@ -12,8 +12,9 @@
 //
 // Fidelity: headers pass both ways unchanged (credentials, anthropic-beta,
 // anthropic-version, request-id, retry-after and unknown headers alike),
-// except the hop-by-hop headers HTTP requires a proxy to drop and
-// anthropic-beta values the Rewriter asks to append. Nothing is added
+// except the hop-by-hop headers HTTP requires a proxy to drop,
+// X-Ctxguard-Token (see Access) and anthropic-beta values the Rewriter
+// asks to append. Nothing is added
 // (no X-Forwarded-For, no default User-Agent). A body the Rewriter leaves
 // unchanged is forwarded byte for byte — if it arrived compressed, in its
 // original compressed form. Response bodies reach the client exactly as
@@ -33,15 +34,62 @@
 // read when they are SSE or of unknown length; full duplex is enabled so
 // an HTTP/1 client is never cut while the upstream streams (see
 // golang/go#40747). A client that goes away cancels the upstream request;
-// an upstream that fails or falls silent (Timeouts.Idle) mid-answer makes
-// the proxy cut the client's connection instead of ending the answer
-// cleanly, so a truncated answer cannot pass for a complete one.
+// an upstream that fails or falls silent mid-answer makes the proxy cut
+// the client's connection instead of ending the answer cleanly, so a
+// truncated answer cannot pass for a complete one. An answer without
+// Content-Type reaches the client without one (none is sniffed).
 //
-// Errors: ctxguard's own failures (body over the limit, upstream
-// unreachable or timing out) are answered with the API's JSON error shape
-// through anthropic.WriteError, with an error ID that also appears in the
-// log line carrying the detail. Upstream answers, errors included, are
-// never altered. The API key is never logged.
+// Timeouts (Options.Timeouts; every wait is bounded, each bound can be
+// turned off):
+//
+//   - BodyRead (30s): the client's silence while it sends a request
+//     body; BodyMinRate (64 KiB/s): the whole body must arrive within
+//     BodyRead + size/BodyMinRate. A body that misses either gets 408.
+//     The connection's read deadline follows the body as it arrives and
+//     is cleared once the body is read.
+//   - Dial (30s): connecting to the upstream, TLS included.
+//   - UpstreamWrite (30s): the upstream's silence while it takes the body
+//     (reads the transport spends waiting on the client do not count);
+//     the request is cancelled and answered with 504.
+//   - ResponseHeader (10m): the wait for the answer's headers once the
+//     request is sent (a non-streamed answer starts when the model ends).
+//   - Idle (5m): the upstream's silence mid-answer. It runs only while
+//     the proxy waits on the upstream, never while it writes to a slow
+//     client.
+//   - ClientWrite (5m): one write of the answer to the client; a client
+//     that takes nothing for that long has the answer cut and the
+//     upstream request cancelled, and the log blames the client.
+//
+// The http.Server's own bounds (request headers, idle keep-alive,
+// shutdown) are the caller's.
+//
+// Limits: a Messages body over MaxBody (32 MB, after decoding) gets 413.
+// MaxBuffered (default 4×MaxBody) caps the request bytes buffered at once
+// across all requests — bodies as received, decoded copies and room for
+// the Rewriter's output, reserved before they are allocated and released
+// when nothing reads them any more. A body that does not fit gets 529
+// overloaded_error with Retry-After, at once; when only its decoded copy
+// or rewrite does not fit, it is forwarded untouched (X-Ctxguard-Skipped:
+// overloaded).
+//
+// Early answers: when the proxy answers before it has read the whole
+// request body (413, 529, 401, an upstream that failed or answered
+// early), it reads and discards the rest after the answer, up to 64 MiB
+// or 10 s, so that a client that sends its whole body before reading
+// (Python's http.client) receives the answer rather than a broken pipe.
+// A client that sent Expect: 100-continue and was not asked for its body
+// is answered without waiting for it.
+//
+// Access: with Options.AuthToken set, every request, /ctxguard/ paths
+// included, must carry it in X-Ctxguard-Token (401 otherwise). That
+// header is never forwarded upstream, nor logged.
+//
+// Errors: ctxguard's own failures (body over the limit, too slow or too
+// big for the buffers, a wrong token, upstream unreachable or timing
+// out) are answered with the API's JSON error shape through
+// anthropic.WriteError, with an error ID that also appears in the log
+// line carrying the detail. Upstream answers, errors included, are never
+// altered. The API key is never logged.
 //
 // A Proxy is safe for concurrent use.
 package proxy
