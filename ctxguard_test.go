@@ -271,27 +271,60 @@ func TestProxy(t *testing.T) {
 	}
 }
 
+// TestLocalAccess: local.access decides which clients may use the
+// /ctxguard/ endpoints, and whatever it says, only requests naming a
+// loopback host or one in local.hosts are answered (DNS rebinding).
 func TestLocalAccess(t *testing.T) {
+	const hostsHint = "add the host name to local.hosts"
 	for _, tc := range []struct {
-		access, remote string
-		status         int
+		access, remote, host string
+		hosts                []string
+		status               int
+		msg                  string // part of the error message
 	}{
-		{"loopback", "127.0.0.1:5000", 404},
-		{"loopback", "[::1]:5000", 404},
-		{"loopback", "192.168.1.7:5000", 403},
-		{"any", "192.168.1.7:5000", 404},
-		{"off", "127.0.0.1:5000", 403},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "127.0.0.1:8787", status: 404},
+		{access: "loopback", remote: "[::1]:5000", host: "[::1]:8787", status: 404},
+		{access: "loopback", remote: "192.168.1.7:5000", host: "127.0.0.1:8787", status: 403, msg: "loopback clients only"},
+		{access: "any", remote: "192.168.1.7:5000", host: "localhost:8787", status: 404},
+		{access: "off", remote: "127.0.0.1:5000", host: "127.0.0.1:8787", status: 403, msg: "local.access: off"},
+		{access: "off", remote: "127.0.0.1:5000", host: "evil.example", status: 403, msg: "local.access: off"},
+
+		// Host names that are this machine's.
+		{access: "loopback", remote: "127.0.0.1:5000", host: "localhost", status: 404},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "LocalHost.:8787", status: 404},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "ctxguard.localhost:8787", status: 404},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "127.0.0.2", status: 404},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "[::1]", status: 404},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "my.lan:8787", hosts: []string{"My.Lan"}, status: 404},
+		{access: "any", remote: "192.168.1.7:5000", host: "my.lan", hosts: []string{"my.lan"}, status: 404},
+
+		// Foreign names, whatever the client's address.
+		{access: "loopback", remote: "127.0.0.1:5000", host: "evil.example:8787", status: 403, msg: hostsHint},
+		{access: "any", remote: "192.168.1.7:5000", host: "evil.example", status: 403, msg: hostsHint},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "localhost.evil.example", status: 403, msg: hostsHint},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "127.0.0.1.nip.io:8787", status: 403, msg: hostsHint},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "[::2]:8787", status: 403, msg: hostsHint},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "0.0.0.0:8787", status: 403, msg: hostsHint},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "", status: 403, msg: hostsHint},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "other.lan", hosts: []string{"my.lan"}, status: 403, msg: hostsHint},
 	} {
-		cfg := config.Defaults()
-		cfg.Local.Access = tc.access
-		g := newGuard(t, cfg)
-		r := httptest.NewRequest("GET", "/ctxguard/v1/blobs/"+store.ID([]byte("x")), nil)
-		r.RemoteAddr = tc.remote
-		w := httptest.NewRecorder()
-		g.local().ServeHTTP(w, r)
-		if w.Code != tc.status {
-			t.Errorf("%s from %s: %d, want %d", tc.access, tc.remote, w.Code, tc.status)
-		}
+		t.Run(tc.access+" "+tc.remote+" "+tc.host, func(t *testing.T) {
+			cfg := config.Defaults()
+			cfg.Local.Access = tc.access
+			cfg.Local.Hosts = tc.hosts
+			g := newGuard(t, cfg)
+			r := httptest.NewRequest("GET", "/ctxguard/v1/blobs/"+store.ID([]byte("x")), nil)
+			r.RemoteAddr = tc.remote
+			r.Host = tc.host
+			w := httptest.NewRecorder()
+			g.local().ServeHTTP(w, r)
+			if w.Code != tc.status {
+				t.Errorf("status %d, want %d: %s", w.Code, tc.status, w.Body)
+			}
+			if tc.status == 403 && (!strings.Contains(w.Body.String(), `"permission_error"`) || !strings.Contains(w.Body.String(), tc.msg)) {
+				t.Errorf("body %s, want a permission_error saying %q", w.Body, tc.msg)
+			}
+		})
 	}
 }
 
