@@ -380,26 +380,40 @@ func (g *Guard) Handler() (*proxy.Proxy, error) {
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
 	return proxy.New(proxy.Options{
-		Upstream:   u,
-		MaxBody:    g.cfg.MaxBody,
-		Timeouts:   proxyTimeouts(g.cfg.Timeouts),
-		Logger:     g.log,
-		Rewriter:   g,
-		Extra:      g.local(),
-		DumpBodies: g.cfg.Log.DumpBodies,
+		Upstream:    u,
+		MaxBody:     g.cfg.MaxBody,
+		MaxBuffered: g.cfg.Limits.MaxBuffered,
+		AuthToken:   g.cfg.AuthToken,
+		Timeouts:    proxyTimeouts(g.cfg.Timeouts),
+		Logger:      g.log,
+		Rewriter:    g,
+		Extra:       g.local(),
+		DumpBodies:  g.cfg.Log.DumpBodies,
 	})
 }
 
 // proxyTimeouts maps the configuration's timeouts (0 disables one) to the
-// proxy's (0 takes the default, negative disables).
+// proxy's (0 takes the default, negative disables). The others
+// (request_header, keep_alive, shutdown) bound the http.Server, which
+// the caller configures.
 func proxyTimeouts(t config.Timeouts) proxy.Timeouts {
-	off := func(d time.Duration) time.Duration {
-		if d == 0 {
-			return -1
-		}
-		return d
+	return proxy.Timeouts{
+		BodyRead:       off(t.BodyRead),
+		BodyMinRate:    off(t.BodyMinRate),
+		Dial:           off(t.Dial),
+		UpstreamWrite:  off(t.UpstreamWrite),
+		ResponseHeader: off(t.ResponseHeader),
+		Idle:           off(t.Idle),
+		ClientWrite:    off(t.ClientWrite),
 	}
-	return proxy.Timeouts{Dial: off(t.Dial), ResponseHeader: off(t.ResponseHeader), Idle: off(t.Idle)}
+}
+
+// off maps a configuration's 0 (disabled) to the proxy's -1.
+func off[T ~int64](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // Maintain runs the Guard's housekeeping until ctx ends: every tick (a

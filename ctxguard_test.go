@@ -14,16 +14,21 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/transcript"
 	"github.com/ctxguard/ctxguard/validate"
@@ -195,13 +200,12 @@ func TestFailOpen(t *testing.T) {
 	}
 }
 
-// TestProxy runs the Guard's handler against a fake upstream: the big
-// result arrives compressed, headers report what happened, the blob and
-// stats endpoints answer loopback clients.
-func TestProxy(t *testing.T) {
+// serveGuard serves the Guard's handler for cfg in front of a fake
+// upstream.
+func serveGuard(t *testing.T, cfg config.Config) (*Guard, *httptest.Server, *anthropictest.Server) {
+	t.Helper()
 	up := anthropictest.NewServer(anthropictest.Options{})
-	defer up.Close()
-	cfg := config.Defaults()
+	t.Cleanup(up.Close)
 	cfg.Upstream = up.URL
 	g := newGuard(t, cfg)
 	h, err := g.Handler()
@@ -209,8 +213,15 @@ func TestProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return g, srv, up
+}
 
+// TestProxy runs the Guard's handler against a fake upstream: the big
+// result arrives compressed, headers report what happened, the blob and
+// stats endpoints answer loopback clients.
+func TestProxy(t *testing.T) {
+	g, srv, up := serveGuard(t, config.Defaults())
 	b := bigResult()
 	req, _ := http.NewRequest("POST", srv.URL+"/v1/messages?beta=true", bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
@@ -271,27 +282,114 @@ func TestProxy(t *testing.T) {
 	}
 }
 
+// TestLocalAccess: local.access decides which clients may use the
+// /ctxguard/ endpoints, and whatever it says, only requests naming a
+// loopback host or one in local.hosts are answered (DNS rebinding).
 func TestLocalAccess(t *testing.T) {
+	const hostsHint = "add the host name to local.hosts"
 	for _, tc := range []struct {
-		access, remote string
-		status         int
+		access, remote, host string
+		hosts                []string
+		status               int
+		msg                  string // part of the error message
 	}{
-		{"loopback", "127.0.0.1:5000", 404},
-		{"loopback", "[::1]:5000", 404},
-		{"loopback", "192.168.1.7:5000", 403},
-		{"any", "192.168.1.7:5000", 404},
-		{"off", "127.0.0.1:5000", 403},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "127.0.0.1:8787", status: 404},
+		{access: "loopback", remote: "[::1]:5000", host: "[::1]:8787", status: 404},
+		{access: "loopback", remote: "192.168.1.7:5000", host: "127.0.0.1:8787", status: 403, msg: "loopback clients only"},
+		{access: "any", remote: "192.168.1.7:5000", host: "localhost:8787", status: 404},
+		{access: "off", remote: "127.0.0.1:5000", host: "127.0.0.1:8787", status: 403, msg: "local.access: off"},
+		{access: "off", remote: "127.0.0.1:5000", host: "evil.example", status: 403, msg: "local.access: off"},
+
+		// Host names that are this machine's.
+		{access: "loopback", remote: "127.0.0.1:5000", host: "localhost", status: 404},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "LocalHost.:8787", status: 404},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "ctxguard.localhost:8787", status: 404},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "127.0.0.2", status: 404},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "[::1]", status: 404},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "my.lan:8787", hosts: []string{"My.Lan"}, status: 404},
+		{access: "any", remote: "192.168.1.7:5000", host: "my.lan", hosts: []string{"my.lan"}, status: 404},
+
+		// Foreign names, whatever the client's address.
+		{access: "loopback", remote: "127.0.0.1:5000", host: "evil.example:8787", status: 403, msg: hostsHint},
+		{access: "any", remote: "192.168.1.7:5000", host: "evil.example", status: 403, msg: hostsHint},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "localhost.evil.example", status: 403, msg: hostsHint},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "127.0.0.1.nip.io:8787", status: 403, msg: hostsHint},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "[::2]:8787", status: 403, msg: hostsHint},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "0.0.0.0:8787", status: 403, msg: hostsHint},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "", status: 403, msg: hostsHint},
+		{access: "loopback", remote: "127.0.0.1:5000", host: "other.lan", hosts: []string{"my.lan"}, status: 403, msg: hostsHint},
 	} {
-		cfg := config.Defaults()
-		cfg.Local.Access = tc.access
-		g := newGuard(t, cfg)
-		r := httptest.NewRequest("GET", "/ctxguard/v1/blobs/"+store.ID([]byte("x")), nil)
-		r.RemoteAddr = tc.remote
-		w := httptest.NewRecorder()
-		g.local().ServeHTTP(w, r)
-		if w.Code != tc.status {
-			t.Errorf("%s from %s: %d, want %d", tc.access, tc.remote, w.Code, tc.status)
+		t.Run(tc.access+" "+tc.remote+" "+tc.host, func(t *testing.T) {
+			cfg := config.Defaults()
+			cfg.Local.Access = tc.access
+			cfg.Local.Hosts = tc.hosts
+			g := newGuard(t, cfg)
+			r := httptest.NewRequest("GET", "/ctxguard/v1/blobs/"+store.ID([]byte("x")), nil)
+			r.RemoteAddr = tc.remote
+			r.Host = tc.host
+			w := httptest.NewRecorder()
+			g.local().ServeHTTP(w, r)
+			if w.Code != tc.status {
+				t.Errorf("status %d, want %d: %s", w.Code, tc.status, w.Body)
+			}
+			if tc.status == 403 && (!strings.Contains(w.Body.String(), `"permission_error"`) || !strings.Contains(w.Body.String(), tc.msg)) {
+				t.Errorf("body %s, want a permission_error saying %q", w.Body, tc.msg)
+			}
+		})
+	}
+}
+
+// TestProxyTimeouts: every proxy timeout comes from the configuration,
+// whose defaults are the proxy's, and a configuration's 0 disables it.
+func TestProxyTimeouts(t *testing.T) {
+	if diff := cmp.Diff(proxy.DefaultTimeouts(), proxyTimeouts(config.DefaultTimeouts())); diff != "" {
+		t.Errorf("default timeouts differ (-proxy +config)\n%s", diff)
+	}
+	off := reflect.ValueOf(proxyTimeouts(config.Timeouts{}))
+	for i := range off.NumField() {
+		if v := off.Field(i).Int(); v != -1 {
+			t.Errorf("timeouts.%s: a disabled config value maps to %d, want -1", off.Type().Field(i).Name, v)
 		}
+	}
+}
+
+// TestHandlerLimits: the Guard's handler enforces auth_token and
+// limits.max_buffered.
+func TestHandlerLimits(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.AuthToken = "0123456789abcdef-token"
+	cfg.MaxBody = 1 << 20
+	cfg.Limits.MaxBuffered = 1 << 20
+	_, srv, up := serveGuard(t, cfg)
+	get := func(token string) int {
+		req, _ := http.NewRequest("GET", srv.URL+"/ctxguard/v1/stats", nil)
+		if token != "" {
+			req.Header.Set("X-Ctxguard-Token", token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if got := []int{get(""), get("wrong-token-0123456789"), get(cfg.AuthToken)}; !slices.Equal(got, []int{401, 401, 200}) {
+		t.Errorf("stats without, with a wrong and with the token: %v", got)
+	}
+	// A 600 KB body fits, but not with room for its rewrite as well.
+	body := bigResult()
+	body = append(body[:len(body)-1:len(body)-1], `,"pad":"`+strings.Repeat("p", 600<<10-len(body))+`"}`...)
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/messages", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Ctxguard-Token", cfg.AuthToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	got := up.MessagesRequests()
+	if res.StatusCode != 200 || res.Header.Get("X-Ctxguard-Skipped") != "overloaded" || len(got) != 1 || !bytes.Equal(got[0].Body, body) {
+		t.Errorf("status %d, skipped %q; want the body forwarded untouched", res.StatusCode, res.Header.Get("X-Ctxguard-Skipped"))
 	}
 }
 

@@ -3,12 +3,14 @@ package ctxguard
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 
 	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/store"
 )
 
@@ -19,7 +21,9 @@ import (
 //	GET /ctxguard/v1/sessions     per-session statistics, as JSON
 //
 // They are served to loopback clients only unless local.access is "any",
-// and not at all when it is "off". Handlers return errors;
+// and not at all when it is "off"; whatever the access, only to requests
+// whose Host names this machine (or a name in local.hosts), so that a web
+// page cannot read them through DNS rebinding. Handlers return errors;
 // anthropic.WriteError renders them.
 func (g *Guard) local() http.Handler {
 	mux := http.NewServeMux()
@@ -46,17 +50,44 @@ func (g *Guard) local() http.Handler {
 	return mux
 }
 
-// localAccess applies local.access to every /ctxguard/ endpoint.
+// localAccess applies local.access and local.hosts to every /ctxguard/
+// endpoint.
 func (g *Guard) localAccess(r *http.Request) error {
-	switch g.cfg.Local.Access {
-	case "off":
+	if g.cfg.Local.Access == "off" {
 		return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, nil, "ctxguard: local endpoints are off (local.access: off)")
-	case "loopback":
-		if !loopback(r.RemoteAddr) {
-			return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, nil, "ctxguard: served to loopback clients only")
-		}
+	}
+	if !g.localHost(r.Host) {
+		return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, fmt.Errorf("host %q", r.Host),
+			"ctxguard: local endpoints answer only requests to this machine's own names; add the host name to local.hosts to allow it")
+	}
+	if g.cfg.Local.Access == "loopback" && !loopback(r.RemoteAddr) {
+		return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, nil, "ctxguard: served to loopback clients only")
 	}
 	return nil
+}
+
+// localHost reports whether a Host header (name or address, with or
+// without port, IPv6 in brackets) is a loopback name or in local.hosts.
+func (g *Guard) localHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	if host == "" {
+		return false
+	}
+	if config.LoopbackHost(host) {
+		return true
+	}
+	host = strings.TrimSuffix(host, ".")
+	for _, h := range g.cfg.Local.Hosts {
+		if strings.EqualFold(host, strings.TrimSuffix(h, ".")) {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *Guard) serveBlob(w http.ResponseWriter, r *http.Request) error {

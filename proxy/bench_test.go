@@ -130,7 +130,7 @@ func BenchmarkReadBody(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := readBody(bytes.NewReader(body), int64(len(body)), DefaultMaxBody, false); err != nil {
+			if _, err := readBody(bytes.NewReader(body), int64(len(body)), DefaultMaxBody, false, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -139,7 +139,7 @@ func BenchmarkReadBody(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := readBody(io.MultiReader(bytes.NewReader(body)), -1, DefaultMaxBody, false); err != nil {
+			if _, err := readBody(io.MultiReader(bytes.NewReader(body)), -1, DefaultMaxBody, false, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -42,15 +42,20 @@ func (e *limitError) apiError() *anthropic.Error {
 // readBody reads a request body: with one read into a buffer of the exact
 // size when n (the Content-Length) is known, which is about four times
 // faster than io.ReadAll; growing by doubling otherwise. It never holds
-// more than limit+1 bytes, and returns what it read even on error.
+// more than limit+1 bytes, reserves every byte it allocates from res
+// first (errOverloaded when they do not fit), and returns what it read
+// even on error.
 //
 // A buffer of known size comes from the pool (see lease.go); the caller
 // returns it.
-func readBody(r io.Reader, n, limit int64, decoded bool) ([]byte, error) {
+func readBody(r io.Reader, n, limit int64, decoded bool, res *reservation) ([]byte, error) {
 	if n > limit {
 		return nil, &limitError{limit: limit, decoded: decoded}
 	}
 	if n >= 0 {
+		if !res.grow(n) {
+			return nil, errOverloaded
+		}
 		buf := getBuf(int(n))
 		if _, err := io.ReadFull(r, buf); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -60,13 +65,21 @@ func readBody(r io.Reader, n, limit int64, decoded bool) ([]byte, error) {
 		}
 		return buf, nil
 	}
-	buf := make([]byte, 0, min(64<<10, limit+1))
+	first := min(64<<10, limit+1)
+	if !res.grow(first) {
+		return nil, errOverloaded
+	}
+	buf := make([]byte, 0, first)
 	for {
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) > limit {
 				return buf, &limitError{limit: limit, decoded: decoded}
 			}
-			buf = slices.Grow(buf, int(min(int64(cap(buf)), limit+1-int64(len(buf)))))
+			more := min(int64(cap(buf)), limit+1-int64(len(buf)))
+			if !res.grow(more) {
+				return buf, errOverloaded
+			}
+			buf = slices.Grow(buf, int(more))
 		}
 		m, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+m]
@@ -133,16 +146,23 @@ func contentCoding(h http.Header) (string, bool) {
 }
 
 // prepareMessages reads a Messages request body, decodes it, runs the
-// Rewriter and sets out's body.
+// Rewriter and sets out's body. Every buffer it holds is reserved from the
+// budget until the exchange's lease ends.
 func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange) error {
-	orig, err := readBody(r.Body, r.ContentLength, p.maxBody, false)
+	res := &x.lease.res
+	orig, err := readBody(x.body, r.ContentLength, p.maxBody, false, res)
 	if orig != nil {
 		x.lease.onRelease(func() { putBuf(orig) })
 	}
 	if err != nil {
 		var le *limitError
-		if errors.As(err, &le) {
+		switch {
+		case errors.As(err, &le):
 			return le.apiError()
+		case errors.Is(err, errOverloaded):
+			return p.overloaded()
+		case x.body.timedOut():
+			return x.body.timeoutError()
 		}
 		return &anthropic.Error{Status: http.StatusBadRequest, Type: anthropic.InvalidRequestError,
 			Message: "ctxguard: could not read the request body", Err: err}
@@ -157,11 +177,15 @@ func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange)
 			setBody(out, x, orig)
 			return nil
 		}
-		dec, err := p.decode(coding, orig)
+		dec, err := p.decode(coding, orig, res)
 		if err != nil {
 			var le *limitError
-			if errors.As(err, &le) {
+			switch {
+			case errors.As(err, &le):
 				return le.apiError()
+			case errors.Is(err, errOverloaded):
+				p.skipOverloaded(r, out, x, orig, "no room for the decoded body")
+				return nil
 			}
 			p.log.LogAttrs(r.Context(), slog.LevelWarn, "request body could not be decoded; forwarding untouched",
 				slog.String("coding", coding), slog.String("error", err.Error()))
@@ -174,6 +198,11 @@ func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange)
 	if p.dump {
 		p.log.LogAttrs(r.Context(), slog.LevelDebug, "client body", slog.String("path", r.URL.Path), slog.String("body", string(body)))
 	}
+	outRes := int64(len(body)) + outSlack
+	if p.rw != nil && !res.grow(outRes) {
+		p.skipOverloaded(r, out, x, orig, "no room for the rewritten body")
+		return nil
+	}
 	t0 := nowFunc()
 	oc := p.rewrite(r, body)
 	x.rewrite = nowFunc().Sub(t0)
@@ -185,6 +214,9 @@ func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange)
 
 	if sameSlice(oc.Body, body) {
 		// Unchanged: forward exactly what the client sent.
+		if p.rw != nil {
+			res.shrink(outRes) // no output is held
+		}
 		setBody(out, x, orig)
 		return nil
 	}
@@ -197,6 +229,16 @@ func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange)
 	}
 	setBody(out, x, oc.Body)
 	return nil
+}
+
+// skipOverloaded forwards the client's body untouched because the budget
+// has no room to rewrite it (fail open), and says so in the log and in
+// the answer's X-Ctxguard-Skipped header.
+func (p *Proxy) skipOverloaded(r *http.Request, out *http.Request, x *exchange, orig []byte, reason string) {
+	p.log.LogAttrs(r.Context(), slog.LevelWarn, "buffered-bytes cap reached; forwarding the body untouched",
+		slog.String("path", r.URL.Path), slog.String("reason", reason), slog.Int64("max_buffered", p.mem.max))
+	x.outcome = Outcome{RespHeader: http.Header{"X-Ctxguard-Skipped": {"overloaded"}}}
+	setBody(out, x, orig)
 }
 
 // setBody makes data the upstream request body, with its exact length.
@@ -216,14 +258,15 @@ func setBody(out *http.Request, x *exchange, data []byte) {
 	out.GetBody = func() (io.ReadCloser, error) { return x.lease.reader(data), nil }
 }
 
-// decode undoes a content coding into a pooled buffer, bounded by MaxBody.
-func (p *Proxy) decode(coding string, data []byte) ([]byte, error) {
+// decode undoes a content coding into a buffer reserved from res, bounded
+// by MaxBody.
+func (p *Proxy) decode(coding string, data []byte, res *reservation) ([]byte, error) {
 	d, err := decoder(coding, bytes.NewReader(data), p.maxBody)
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
-	buf, err := readBody(d, -1, p.maxBody, true)
+	buf, err := readBody(d, -1, p.maxBody, true, res)
 	if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
 		err = &limitError{limit: p.maxBody, decoded: true}
 	}

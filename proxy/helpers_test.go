@@ -84,6 +84,13 @@ func (l *logBuffer) String() string {
 // newProxyServer starts a Proxy in front of upstreamURL.
 func newProxyServer(t testing.TB, upstreamURL string, opts Options) (*httptest.Server, *logBuffer) {
 	t.Helper()
+	_, s, logs := newProxy(t, upstreamURL, opts)
+	return s, logs
+}
+
+// newProxy is newProxyServer, with the Proxy.
+func newProxy(t testing.TB, upstreamURL string, opts Options) (*Proxy, *httptest.Server, *logBuffer) {
+	t.Helper()
 	u, err := url.Parse(upstreamURL)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +106,7 @@ func newProxyServer(t testing.TB, upstreamURL string, opts Options) (*httptest.S
 	}
 	s := httptest.NewServer(p)
 	t.Cleanup(func() { s.Close(); p.Close() })
-	return s, logs
+	return p, s, logs
 }
 
 // rawClient never adds or decodes anything on its own.

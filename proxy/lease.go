@@ -40,15 +40,20 @@ func putBuf(b []byte) {
 
 // lease counts who may still read an exchange's pooled memory: the
 // exchange itself and every body reader handed to the transport. When the
-// count drops to zero the memory is released.
+// count drops to zero the memory is released, and so is its reservation
+// under Options.MaxBuffered.
 type lease struct {
-	refs atomic.Int32
-	mu   sync.Mutex
-	free []func()
+	refs   atomic.Int32
+	res    reservation // grown only by the exchange, before it hands out readers
+	mu     sync.Mutex
+	free   []func()
+	inline [2]func() // room for the usual free list: the body buffer and Outcome.Release
 }
 
-func newLease() *lease {
-	l := &lease{}
+// newLease returns a lease whose reservation draws on b (nil: no cap).
+func newLease(b *budget) *lease {
+	l := &lease{res: reservation{b: b}}
+	l.free = l.inline[:0]
 	l.refs.Store(1) // the exchange's own reference
 	return l
 }
@@ -73,6 +78,7 @@ func (l *lease) drop() {
 	for _, f := range free {
 		f()
 	}
+	l.res.release()
 }
 
 // reader returns a body reader over data that holds the lease until it is

@@ -12,8 +12,9 @@
 //
 // Fidelity: headers pass both ways unchanged (credentials, anthropic-beta,
 // anthropic-version, request-id, retry-after and unknown headers alike),
-// except the hop-by-hop headers HTTP requires a proxy to drop and
-// anthropic-beta values the Rewriter asks to append. Nothing is added
+// except the hop-by-hop headers HTTP requires a proxy to drop,
+// X-Ctxguard-Token (see Access) and anthropic-beta values the Rewriter
+// asks to append. Nothing is added
 // (no X-Forwarded-For, no default User-Agent). A body the Rewriter leaves
 // unchanged is forwarded byte for byte — if it arrived compressed, in its
 // original compressed form. Response bodies reach the client exactly as
@@ -33,24 +34,73 @@
 // read when they are SSE or of unknown length; full duplex is enabled so
 // an HTTP/1 client is never cut while the upstream streams (see
 // golang/go#40747). A client that goes away cancels the upstream request;
-// an upstream that fails or falls silent (Timeouts.Idle) mid-answer makes
-// the proxy cut the client's connection instead of ending the answer
-// cleanly, so a truncated answer cannot pass for a complete one.
+// an upstream that fails or falls silent mid-answer makes the proxy cut
+// the client's connection instead of ending the answer cleanly, so a
+// truncated answer cannot pass for a complete one. An answer without
+// Content-Type reaches the client without one (none is sniffed).
 //
-// Errors: ctxguard's own failures (body over the limit, upstream
-// unreachable or timing out) are answered with the API's JSON error shape
-// through anthropic.WriteError, with an error ID that also appears in the
-// log line carrying the detail. Upstream answers, errors included, are
-// never altered. The API key is never logged.
+// Timeouts (Options.Timeouts; every wait is bounded, each bound can be
+// turned off):
+//
+//   - BodyRead (30s): the client's silence while it sends a request
+//     body; BodyMinRate (64 KiB/s): the whole body must arrive within
+//     BodyRead + size/BodyMinRate. A body that misses either gets 408.
+//     The connection's read deadline follows the body as it arrives and
+//     is cleared once the body is read.
+//   - Dial (30s): connecting to the upstream, TLS included.
+//   - UpstreamWrite (30s): the upstream's silence while it takes the body
+//     (reads the transport spends waiting on the client do not count);
+//     the request is cancelled and answered with 504.
+//   - ResponseHeader (10m): the wait for the answer's headers once the
+//     request is sent (a non-streamed answer starts when the model ends).
+//   - Idle (5m): the upstream's silence mid-answer. It runs only while
+//     the proxy waits on the upstream, never while it writes to a slow
+//     client.
+//   - ClientWrite (5m): one write of the answer to the client; a client
+//     that takes nothing for that long has the answer cut and the
+//     upstream request cancelled, and the log blames the client.
+//
+// The http.Server's own bounds (request headers, idle keep-alive,
+// shutdown) are the caller's.
+//
+// Limits: a Messages body over MaxBody (32 MB, after decoding) gets 413.
+// MaxBuffered (default 4×MaxBody) caps the request bytes buffered at once
+// across all requests — bodies as received, decoded copies and room for
+// the Rewriter's output, reserved before they are allocated and released
+// when nothing reads them any more. A body that does not fit gets 529
+// overloaded_error with Retry-After, at once; when only its decoded copy
+// or rewrite does not fit, it is forwarded untouched (X-Ctxguard-Skipped:
+// overloaded).
+//
+// Early answers: when the proxy answers before it has read the whole
+// request body (413, 529, 401, an upstream that failed or answered
+// early), it reads and discards the rest after the answer, up to 64 MiB
+// or 10 s, so that a client that sends its whole body before reading
+// (Python's http.client) receives the answer rather than a broken pipe.
+// A client that sent Expect: 100-continue and was not asked for its body
+// is answered without waiting for it.
+//
+// Access: with Options.AuthToken set, every request, /ctxguard/ paths
+// included, must carry it in X-Ctxguard-Token (401 otherwise). That
+// header is never forwarded upstream, nor logged.
+//
+// Errors: ctxguard's own failures (body over the limit, too slow or too
+// big for the buffers, a wrong token, upstream unreachable or timing
+// out) are answered with the API's JSON error shape through
+// anthropic.WriteError, with an error ID that also appears in the log
+// line carrying the detail. Upstream answers, errors included, are never
+// altered. The API key is never logged.
 //
 // A Proxy is safe for concurrent use.
 package proxy
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -120,19 +170,53 @@ type Outcome struct {
 	OnUsage func(anthropic.Usage)
 }
 
-// Timeouts bound the proxy's waits on the upstream. A zero field takes its
-// default; a negative one disables that timeout.
+// Timeouts bound the proxy's waits on the client and on the upstream. A
+// zero field takes its default (DefaultTimeouts); a negative one disables
+// that bound.
 type Timeouts struct {
+	// BodyRead bounds the client's silence while it sends a request
+	// body: no byte for this long and the request fails with 408.
+	// Default 30s.
+	BodyRead time.Duration
+	// BodyMinRate, in bytes per second, bounds the whole body: it must
+	// arrive within BodyRead + size/BodyMinRate, where size is the
+	// Content-Length, or for a chunked body the bytes received so far.
+	// It applies only with BodyRead. Default 65536.
+	BodyMinRate int64
 	// Dial bounds connecting to the upstream, TLS handshake included.
 	// Default 30s.
 	Dial time.Duration
+	// UpstreamWrite bounds the upstream's silence while it takes the
+	// request body: if the transport reads nothing of the body for this
+	// long (time it spends waiting on a client that is still sending
+	// does not count), the request is cancelled and answered with 504.
+	// Default 30s.
+	UpstreamWrite time.Duration
 	// ResponseHeader bounds the wait for the upstream's response headers
 	// once the request is sent. Default 10m: a non-streamed Messages
 	// answer only starts when the model has finished.
 	ResponseHeader time.Duration
-	// Idle bounds the silence between two reads of a response body
-	// (the API sends SSE pings while it works). Default 5m.
+	// Idle bounds the upstream's silence between two reads of a response
+	// body (the API sends SSE pings while it works). Time spent writing
+	// to a slow client does not count. Default 5m.
 	Idle time.Duration
+	// ClientWrite bounds one write (and flush) of the answer to the
+	// client: a client that takes nothing for this long has the answer
+	// cut and the upstream request cancelled. Default 5m.
+	ClientWrite time.Duration
+}
+
+// DefaultTimeouts returns the timeouts a zero Timeouts field stands for.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{
+		BodyRead:       30 * time.Second,
+		BodyMinRate:    64 << 10,
+		Dial:           30 * time.Second,
+		UpstreamWrite:  30 * time.Second,
+		ResponseHeader: 10 * time.Minute,
+		Idle:           5 * time.Minute,
+		ClientWrite:    5 * time.Minute,
+	}
 }
 
 // Options configure a Proxy. The zero value proxies to DefaultUpstream
@@ -145,8 +229,22 @@ type Options struct {
 	// decompression; larger ones get 413 request_too_large. Default
 	// DefaultMaxBody. Other paths are streamed and not limited here (the
 	// upstream enforces its own per-endpoint limits).
-	MaxBody  int64
-	Timeouts Timeouts
+	MaxBody int64
+	// MaxBuffered caps the request bytes buffered at once across all
+	// requests: Messages bodies as received, their decoded copies and
+	// the Rewriter's output (reserved as len(body) + outSlack). A body
+	// that does not fit is answered with 529 overloaded_error and a
+	// Retry-After header; when only the decoded copy or the output does
+	// not fit, the body is forwarded untouched with X-Ctxguard-Skipped:
+	// overloaded. Default (0) 4×MaxBody; negative means no cap. Keep it
+	// at least MaxBody, or the largest bodies always get 529.
+	MaxBuffered int64
+	// AuthToken, when not empty, must come with every request (API
+	// paths and /ctxguard/ alike) in the X-Ctxguard-Token header;
+	// other requests get 401 authentication_error. That header is never
+	// forwarded upstream, token or not, and never logged.
+	AuthToken string
+	Timeouts  Timeouts
 	// Logger receives one line per request and every error with its ID.
 	// Default: discard.
 	Logger *slog.Logger
@@ -170,7 +268,9 @@ type Proxy struct {
 	upstream *url.URL
 	name     string // upstream for messages and logs, without credentials
 	maxBody  int64
-	idle     time.Duration
+	mem      *budget   // nil: no cap on buffered bytes
+	token    *[32]byte // SHA-256 of Options.AuthToken; nil: no token
+	t        Timeouts  // resolved: 0 means none
 	log      *slog.Logger
 	rw       Rewriter
 	extra    http.Handler
@@ -208,14 +308,31 @@ func New(opts Options) (*Proxy, error) {
 	if p.maxBody <= 0 {
 		p.maxBody = DefaultMaxBody
 	}
+	switch {
+	case opts.MaxBuffered == 0:
+		p.mem = &budget{max: 4 * p.maxBody}
+	case opts.MaxBuffered > 0:
+		p.mem = &budget{max: opts.MaxBuffered}
+	}
+	if opts.AuthToken != "" {
+		sum := sha256.Sum256([]byte(opts.AuthToken))
+		p.token = &sum
+	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
-	t := opts.Timeouts
-	dial := pick(t.Dial, 30*time.Second)
-	header := pick(t.ResponseHeader, 10*time.Minute)
-	p.idle = pick(t.Idle, 5*time.Minute)
+	t, def := opts.Timeouts, DefaultTimeouts()
+	p.t = Timeouts{
+		BodyRead:       pick(t.BodyRead, def.BodyRead),
+		BodyMinRate:    pick(t.BodyMinRate, def.BodyMinRate),
+		Dial:           pick(t.Dial, def.Dial),
+		UpstreamWrite:  pick(t.UpstreamWrite, def.UpstreamWrite),
+		ResponseHeader: pick(t.ResponseHeader, def.ResponseHeader),
+		Idle:           pick(t.Idle, def.Idle),
+		ClientWrite:    pick(t.ClientWrite, def.ClientWrite),
+	}
 	if p.rt == nil {
+		dial := p.t.Dial
 		p.rt = &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
@@ -225,7 +342,7 @@ func New(opts Options) (*Proxy, error) {
 			MaxIdleConns:          256,
 			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
-			ResponseHeaderTimeout: header,
+			ResponseHeaderTimeout: p.t.ResponseHeader,
 			ExpectContinueTimeout: time.Second,
 			// The client's Accept-Encoding goes upstream as sent; the
 			// answer must reach it undecoded.
@@ -237,14 +354,15 @@ func New(opts Options) (*Proxy, error) {
 	return p, nil
 }
 
-func pick(d, def time.Duration) time.Duration {
+// pick resolves one Timeouts field: 0 takes def, negative means none (0).
+func pick[T ~int64](v, def T) T {
 	switch {
-	case d == 0:
+	case v == 0:
 		return def
-	case d < 0:
+	case v < 0:
 		return 0
 	}
-	return d
+	return v
 }
 
 // Close releases idle upstream connections.
@@ -270,41 +388,75 @@ type exchange struct {
 	rewrite     time.Duration
 	usage       *anthropic.Usage
 	outcome     Outcome
-	errID       string // the ID of the error rendered to the client
-	lease       *lease // pooled body memory, freed when nothing reads it
+	errID       string      // the ID of the error rendered to the client
+	body        *clientBody // the client's request body
+	lease       *lease      // pooled body memory, freed when nothing reads it
+	ended       bool        // the exchange dropped its lease reference
+}
+
+// end drops the exchange's own reference to its lease (once).
+func (x *exchange) end() {
+	if !x.ended {
+		x.ended = true
+		x.lease.drop()
+	}
 }
 
 // ServeHTTP proxies one request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, "/ctxguard/") {
+	x := &exchange{start: time.Now(), inBytes: r.ContentLength, outBytes: r.ContentLength, lease: newLease(p.mem)}
+	defer x.end() // also on a panic, so that no reservation outlives it
+	rc := http.NewResponseController(w)
+	_ = rc.EnableFullDuplex() // HTTP/2 is always full duplex and says so with an error
+	x.body = p.newClientBody(r, rc, x.start)
+	defer x.body.end()
+	err := p.authorize(r)
+	if err == nil && strings.HasPrefix(r.URL.Path, "/ctxguard/") {
 		if p.extra != nil {
 			p.extra.ServeHTTP(w, r)
 			return
 		}
-		anthropic.WriteError(r.Context(), w, p.log, &anthropic.Error{Status: http.StatusNotFound, Type: anthropic.NotFoundError, Message: "ctxguard: no such endpoint"})
-		return
+		err = &anthropic.Error{Status: http.StatusNotFound, Type: anthropic.NotFoundError, Message: "ctxguard: no such endpoint"}
 	}
-	x := &exchange{start: time.Now(), inBytes: r.ContentLength, outBytes: r.ContentLength, lease: newLease()}
-	defer x.lease.drop()
-	rc := http.NewResponseController(w)
-	_ = rc.EnableFullDuplex() // HTTP/2 is always full duplex and says so with an error
-	err := p.serve(w, r, rc, x)
+	if err == nil {
+		err = p.serve(w, r, rc, x)
+	}
+	cut := false
 	if err != nil {
 		if !x.wroteHeader {
-			e := anthropic.AsError(err)
-			anthropic.WriteError(r.Context(), w, p.log, e)
-			x.status, x.errID = e.Status, e.ID
+			p.writeError(w, r, x, err)
 		} else {
 			p.log.LogAttrs(r.Context(), slog.LevelWarn, "response cut", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+			// The upstream failed mid-body: cut the connection rather than
+			// end the response cleanly, so the client cannot mistake a
+			// truncated answer for a complete one.
+			cut = r.Context().Err() == nil
 		}
 	}
 	p.logExchange(r, x, err)
-	if err != nil && x.wroteHeader && r.Context().Err() == nil {
-		// The upstream failed mid-body: cut the connection rather than end
-		// the response cleanly, so the client cannot mistake a truncated
-		// answer for a complete one.
+	x.end() // buffered memory is free before a drain
+	if cut {
 		panic(http.ErrAbortHandler)
 	}
+	if x.body.settle() && r.Context().Err() == nil {
+		p.drain(r, x.body)
+	}
+}
+
+// writeError renders one of ctxguard's own errors.
+func (p *Proxy) writeError(w http.ResponseWriter, r *http.Request, x *exchange, err error) {
+	e := anthropic.AsError(err)
+	ctx := r.Context()
+	if x.body.timedOut() {
+		// net/http cancels the request when a body read times out, but
+		// the client is still there to read the 408.
+		ctx = context.WithoutCancel(ctx)
+	}
+	if e.Type == anthropic.OverloadedError {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	anthropic.WriteError(ctx, w, p.log, e)
+	x.status, x.errID = e.Status, e.ID
 }
 
 func (p *Proxy) logExchange(r *http.Request, x *exchange, err error) {
@@ -353,15 +505,15 @@ func isMessages(r *http.Request) bool {
 	return err == nil && mt == "application/json"
 }
 
-var errIdle = errors.New("upstream idle timeout")
+var (
+	errIdle          = errors.New("upstream idle timeout")
+	errUpstreamWrite = errors.New("upstream took no request body bytes")
+)
 
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, x *exchange) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(context.Canceled)
-	out, err := p.outRequest(ctx, r)
-	if err != nil {
-		return err
-	}
+	out := p.outRequest(ctx, r, x.body)
 
 	var oc Outcome
 	if isMessages(r) {
@@ -372,16 +524,28 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseC
 		oc = x.outcome
 	}
 
-	res, err := p.rt.RoundTrip(out)
+	client := out.Body == io.ReadCloser(x.body)
+	if client {
+		x.body.hand()
+	}
+	res, err := p.roundTrip(out, client, cancel)
 	if err != nil {
-		return p.upstreamError(r, ctx, err)
+		return p.upstreamError(r, ctx, x, err)
 	}
 	defer res.Body.Close()
 	return p.respond(ctx, w, r, rc, res, &oc, x, cancel)
 }
 
 // upstreamError classifies a RoundTrip failure.
-func (p *Proxy) upstreamError(r *http.Request, ctx context.Context, err error) error {
+func (p *Proxy) upstreamError(r *http.Request, ctx context.Context, x *exchange, err error) error {
+	if e := x.body.timeoutError(); e != nil {
+		return e
+	}
+	if errors.Is(context.Cause(ctx), errUpstreamWrite) {
+		return &anthropic.Error{Status: http.StatusGatewayTimeout, Type: anthropic.APIError,
+			Message: "ctxguard: upstream " + p.name + " did not take the request body",
+			Err:     fmt.Errorf("it read nothing of the body for %v: %w", p.t.UpstreamWrite, err)}
+	}
 	if r.Context().Err() != nil {
 		return &anthropic.Error{Status: 499, Type: anthropic.APIError, Message: "ctxguard: client went away", Err: err}
 	}
@@ -415,9 +579,9 @@ func removeHopHeaders(h http.Header) {
 }
 
 // outRequest builds the upstream request: same method, path, query and
-// headers, minus hop-by-hop headers; the body is streamed unless the
-// Messages path replaces it.
-func (p *Proxy) outRequest(ctx context.Context, r *http.Request) (*http.Request, error) {
+// headers, minus hop-by-hop headers and X-Ctxguard-Token; the body is
+// streamed unless the Messages path replaces it.
+func (p *Proxy) outRequest(ctx context.Context, r *http.Request, body *clientBody) *http.Request {
 	u := *p.upstream
 	u.Path, u.RawPath = joinPath(p.upstream, r.URL)
 	switch {
@@ -432,6 +596,7 @@ func (p *Proxy) outRequest(ctx context.Context, r *http.Request) (*http.Request,
 	}
 	te := h["Te"]
 	removeHopHeaders(h)
+	delete(h, TokenHeader)
 	for _, v := range te {
 		if strings.EqualFold(strings.TrimSpace(v), "trailers") {
 			h.Set("Te", "trailers")
@@ -449,13 +614,13 @@ func (p *Proxy) outRequest(ctx context.Context, r *http.Request) (*http.Request,
 		Header:        h,
 		Host:          u.Host,
 		ContentLength: r.ContentLength,
-		Body:          r.Body,
+		Body:          body,
 		Close:         false,
 	}).WithContext(ctx)
 	if r.ContentLength == 0 {
 		out.Body = nil // so the transport may retry on a stale connection
 	}
-	return out, nil
+	return out
 }
 
 // joinPath appends the request's path to the upstream's path prefix,

@@ -386,12 +386,7 @@ func TestBodyOverLimit(t *testing.T) {
 }
 
 func TestUpstreamUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := unusedAddr(t)
 	srv, logs := newProxyServer(t, "http://"+addr, Options{Rewriter: &identity{}})
 	for _, path := range []string{"/v1/messages", "/v1/models"} {
 		res, body := do(t, rawClient(), "POST", srv.URL+path, http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {"sk-secret"}}, strings.NewReader(`{"messages":[]}`))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -24,11 +25,18 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // hop-by-hop, plus the Rewriter's X-Ctxguard-* headers) and the body,
 // flushed after every read when it streams. It feeds the usage tap of a
 // Messages answer and calls OnUsage at the end.
+//
+// The idle timer runs only while the proxy waits on the upstream; every
+// write to the client has its own deadline (Timeouts.ClientWrite), so a
+// slow reader is never taken for a dead upstream, nor held forever.
 func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Request, rc *http.ResponseController,
 	res *http.Response, oc *Outcome, x *exchange, cancel context.CancelCauseFunc) error {
 	h := w.Header()
 	for k, vs := range res.Header {
 		h[k] = vs
+	}
+	if _, ok := res.Header["Content-Type"]; !ok {
+		h["Content-Type"] = nil // keep net/http from sniffing one
 	}
 	removeHopHeaders(h)
 	for k, vs := range oc.RespHeader {
@@ -62,8 +70,8 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	x.wroteHeader, x.status = true, res.StatusCode
 
 	var idle *time.Timer
-	if p.idle > 0 {
-		idle = time.AfterFunc(p.idle, func() { cancel(errIdle) })
+	if p.t.Idle > 0 {
+		idle = time.AfterFunc(p.t.Idle, func() { cancel(errIdle) })
 		defer idle.Stop()
 	}
 	bp := copyBufs.Get().(*[]byte)
@@ -71,27 +79,27 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	buf := *bp
 	var rerr error
 	for {
+		if idle != nil {
+			idle.Reset(p.t.Idle)
+		}
 		n, err := res.Body.Read(buf)
 		if idle != nil {
-			idle.Reset(p.idle)
+			idle.Stop()
 		}
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				rerr = errClientGone
+			if rerr = p.send(w, rc, buf[:n], streaming); rerr != nil {
 				break
 			}
 			x.respBytes += int64(n)
-			if streaming {
-				if ferr := rc.Flush(); ferr != nil {
-					rerr = errClientGone
-					break
-				}
-			}
 			if sink != nil {
 				sink.Write(buf[:n])
 			}
 		}
 		if err == io.EOF {
+			if !streaming {
+				// What net/http still buffers goes out under the deadline too.
+				rerr = p.send(w, rc, nil, true)
+			}
 			break
 		}
 		if err != nil {
@@ -116,17 +124,51 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	switch {
 	case rerr == nil:
 		return nil
+	case errors.Is(rerr, errClientStalled):
+		cancel(errClientStalled)
+		return fmt.Errorf("client stopped reading: it took nothing for %v; the upstream request is cancelled", p.t.ClientWrite)
 	case errors.Is(rerr, errClientGone) || r.Context().Err() != nil:
 		// The client left; the deferred cancel stops the upstream.
 		p.log.LogAttrs(r.Context(), slog.LevelDebug, "client went away mid-response", slog.String("path", r.URL.Path))
 		return nil
 	case errors.Is(context.Cause(ctx), errIdle):
-		return fmt.Errorf("upstream %s sent nothing for %v mid-response: %w", p.name, p.idle, rerr)
+		return fmt.Errorf("upstream %s sent nothing for %v mid-response: %w", p.name, p.t.Idle, rerr)
 	}
 	return fmt.Errorf("reading the response of upstream %s: %w", p.name, rerr)
 }
 
-var errClientGone = errors.New("client went away")
+var (
+	errClientGone    = errors.New("client went away")
+	errClientStalled = errors.New("client stopped reading")
+)
+
+// send writes b to the client, and flushes it when flush is set, within
+// Timeouts.ClientWrite. The deadline is cleared afterwards: the proxy may
+// wait on the upstream for longer than that before the next write.
+func (p *Proxy) send(w http.ResponseWriter, rc *http.ResponseController, b []byte, flush bool) error {
+	var deadline time.Time
+	if p.t.ClientWrite > 0 {
+		deadline = time.Now().Add(p.t.ClientWrite)
+		_ = rc.SetWriteDeadline(deadline)
+	}
+	var err error
+	if len(b) > 0 {
+		_, err = w.Write(b)
+	}
+	if err == nil && flush {
+		err = rc.Flush()
+	}
+	if p.t.ClientWrite > 0 {
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, os.ErrDeadlineExceeded) || !deadline.IsZero() && !time.Now().Before(deadline):
+		return errClientStalled
+	}
+	return errClientGone
+}
 
 func isEventStream(ct string) bool {
 	mt, _, err := mime.ParseMediaType(ct)
