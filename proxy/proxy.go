@@ -125,9 +125,11 @@ type Rewriter interface {
 	// Rewrite is called once per POST /v1/messages request with the
 	// decoded request body. It must be safe for concurrent use.
 	//
-	// body is a fresh buffer holding the whole (decoded) request; the
-	// Rewriter may keep it but must never modify it, because the proxy
-	// forwards it as it is when Outcome.Body says "unchanged". req gives
+	// body holds the whole (decoded) request in pooled memory that the
+	// proxy reuses once the exchange is over: the Rewriter must not keep
+	// it (or any slice of it) after Rewrite returns, and must never
+	// modify it, because the proxy forwards it as it is when Outcome.Body
+	// says "unchanged". req gives
 	// the request's method, URL and headers; its Body has been consumed,
 	// and neither req nor its headers may be retained or modified.
 	//
