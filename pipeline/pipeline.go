@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -133,6 +134,12 @@ type Result struct {
 	Passes  []PassStat
 	Betas   []string // values to add to the anthropic-beta header
 	Notes   []string
+	// Blobs are the distinct ids of the blobs the body refers to: those
+	// named by the edits that made it (splice.Edit.Blob), sorted. An edit
+	// a later pass superseded does not count. The caller keeps them
+	// alive (store.Blobs.Use) when it sends the body. Nil when nothing
+	// changed or a pass failed.
+	Blobs []string
 	// Err is set when a pass failed and the original body was kept.
 	Err      error
 	FailedIn string // the pass that failed
@@ -209,7 +216,34 @@ func (p *Pipeline) Run(r *Request) (res Result) {
 	res.Changed = r.edits.Len() > 0
 	res.Betas = r.betas
 	res.Notes = r.notes
+	res.Blobs = blobs(r.edits.Edits())
 	return res
+}
+
+// blobs returns the distinct blob ids edits name, sorted.
+func blobs(edits []splice.Edit) []string {
+	n := 0
+	for _, e := range edits {
+		if e.Blob != "" {
+			n += 1 + strings.Count(e.Blob, " ")
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	ids := make([]string, 0, n)
+	for _, e := range edits {
+		for s := e.Blob; s != ""; {
+			var id string
+			id, s, _ = strings.Cut(s, " ")
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) > 1 {
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+	}
+	return ids
 }
 
 func (p *Pipeline) runPass(ps Pass, r *Request) (st PassStat, err error) {

@@ -108,3 +108,78 @@ func TestPassStats(t *testing.T) {
 		t.Errorf("notes %v passes %v", res.Notes, p.Passes())
 	}
 }
+
+type perMessage struct{ passFunc }
+
+func (perMessage) PerMessage() {}
+
+// TestResultBlobs: Result.Blobs lists, once each and sorted, the blobs
+// named by the edits that made the body: not those of edits a later pass
+// superseded, and those of edits reused from the session's memory.
+func TestResultBlobs(t *testing.T) {
+	onResult := func(name, blob string) Pass {
+		return passFunc{name, func(r *Request) ([]splice.Edit, error) {
+			e := resultEdit(r, name)
+			e.Blob = blob
+			return []splice.Edit{e}, nil
+		}}
+	}
+	onInput := func(blob string) Pass {
+		return passFunc{"input", func(r *Request) ([]splice.Edit, error) {
+			return []splice.Edit{{Span: r.Conv.Messages[1].Blocks[2].Input, Repl: []byte(`{"x":1}`), Blob: blob}}, nil
+		}}
+	}
+	wholeMessage := passFunc{"whole", func(r *Request) ([]splice.Edit, error) {
+		return []splice.Edit{{Span: r.Conv.Messages[2].Content, Repl: []byte(`"dropped"`), Blob: "zzzzzzzzzzzzz"}}, nil
+	}}
+	noBlob := passFunc{"think", func(r *Request) ([]splice.Edit, error) { return []splice.Edit{r.RemoveBlock(1, 0)}, nil }}
+	for _, tc := range []struct {
+		name   string
+		passes []Pass
+		want   []string
+	}{
+		{"none", nil, nil},
+		{"edits without blobs", []Pass{noBlob}, nil},
+		{"one", []Pass{onResult("persist", "ppppppppppppp"), noBlob}, []string{"ppppppppppppp"}},
+		{"several in one edit, repeated", []Pass{onResult("persist", "ppppppppppppp"), onInput("iiiiiiiiiiiii ppppppppppppp aaaaaaaaaaaaa")},
+			[]string{"aaaaaaaaaaaaa", "iiiiiiiiiiiii", "ppppppppppppp"}},
+		{"superseded by a later pass", []Pass{onResult("persist", "ppppppppppppp"), onResult("clear", "ccccccccccccc")}, []string{"ccccccccccccc"}},
+		{"covered by a later pass", []Pass{onResult("persist", "ppppppppppppp"), wholeMessage}, []string{"zzzzzzzzzzzzz"}},
+		{"failure", []Pass{onResult("persist", "ppppppppppppp"), passFunc{"bad", func(*Request) ([]splice.Edit, error) { return nil, errors.New("boom") }}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := New(nil, tc.passes...).Run(request(t))
+			if d := cmp.Diff(tc.want, res.Blobs); d != "" {
+				t.Errorf("Blobs (-want +got):\n%s", d)
+			}
+		})
+	}
+
+	t.Run("reused per-message edits", func(t *testing.T) {
+		judged := 0
+		p := New(nil, perMessage{passFunc{"persist", func(r *Request) ([]splice.Edit, error) {
+			var out []splice.Edit
+			for mi := r.From; mi < len(r.Conv.Messages); mi++ {
+				judged++
+				if mi == 2 {
+					e := resultEdit(r, "preview")
+					e.Blob = "ppppppppppppp"
+					out = append(out, e)
+				}
+			}
+			return out, nil
+		}}})
+		memo := map[string]any{}
+		for i, stable := range []int{0, 3} {
+			r := request(t)
+			r.Memo, r.Stable = memo, stable
+			res := p.Run(r)
+			if d := cmp.Diff([]string{"ppppppppppppp"}, res.Blobs); d != "" {
+				t.Errorf("request %d: Blobs (-want +got):\n%s", i, d)
+			}
+		}
+		if judged != 3 {
+			t.Errorf("the pass judged %d messages, want 3 (the second request reuses them)", judged)
+		}
+	})
+}

@@ -23,6 +23,12 @@ type Span = jsonscan.Span
 type Edit struct {
 	Span Span
 	Repl []byte
+	// Blob names the stored blobs Repl refers to (a preview or a stub
+	// that says where removed content is kept): a blob id, or several
+	// separated by single spaces; "" for none. It does not change the
+	// output; it lets the caller keep alive the blobs the body it sends
+	// refers to (see pipeline.Result.Blobs).
+	Blob string
 }
 
 // Set is a collection of non-overlapping edits to one body. Adding an edit
