@@ -51,6 +51,7 @@ type Guard struct {
 	blobs  *store.Blobs
 	pipe   *pipeline.Pipeline
 	calib  *tokens.Calibration
+	now    func() time.Time
 
 	stats    Stats
 	sessions sessions
@@ -99,6 +100,10 @@ func WithLogger(l *slog.Logger) Option { return func(g *Guard) { g.log = l } }
 // WithStore replaces the embedded store (tests, replays, a shared store).
 func WithStore(s store.Store) Option { return func(g *Guard) { g.store = s } }
 
+// WithClock sets the clock blob uses and sweeps are timed by (default
+// time.Now), for tests. A store given with WithStore keeps its own clock.
+func WithClock(now func() time.Time) Option { return func(g *Guard) { g.now = now } }
+
 // New expands the paths in cfg (config.ExpandPaths), validates it and
 // builds a Guard. The embedded store is opened (and
 // created, private) under cfg.DataDir unless WithStore gave one.
@@ -109,7 +114,7 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Guard{cfg: cfg, log: slog.New(slog.DiscardHandler)}
+	g := &Guard{cfg: cfg, log: slog.New(slog.DiscardHandler), now: time.Now}
 	for _, o := range opts {
 		o(g)
 	}
@@ -122,7 +127,7 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 			return nil, err
 		}
 	}
-	g.blobs = &store.Blobs{Store: g.store}
+	g.blobs = &store.Blobs{Store: g.store, TTL: cfg.BlobTTL, Now: g.now}
 	if cfg.Local.Access != "off" {
 		g.blobs.BaseURL = "http://" + cfg.Listen
 	}
@@ -314,6 +319,13 @@ func (g *Guard) rewriteBody(ctx context.Context, h http.Header, body, out []byte
 	if res.Changed {
 		g.stats.Rewritten.Add(1)
 	}
+	// The body goes out: the blobs it refers to were used now. If one
+	// is gone, what the Guard memoized of sessions may skip storing it
+	// again; forget that, so the next request stores it.
+	if g.blobs.Use(run.Blobs) > 0 {
+		g.log.Warn("blobs a request refers to were missing from the store; the next request stores them again", "session", res.Session)
+		g.recent.dropAll()
+	}
 	if res.Event {
 		g.stats.Events.Add(1)
 	}
@@ -407,7 +419,7 @@ func (g *Guard) Sweep(ctx context.Context, every time.Duration) {
 	for {
 		g.Flush()
 		g.recent.sweep(10 * time.Minute)
-		if n, err := g.store.Sweep(time.Now()); err != nil {
+		if n, err := g.store.Sweep(g.now()); err != nil {
 			g.log.Warn("store sweep", "err", err)
 		} else if n > 0 {
 			g.log.Info("store sweep", "removed", n)

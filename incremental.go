@@ -160,6 +160,20 @@ func (r *recent) sweep(idle time.Duration) {
 	}
 }
 
+// dropAll forgets every session's memo. A memo a request holds is only
+// unlinked: that request finishes with it, and nobody acquires it again.
+func (r *recent) dropAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, m := range r.m {
+		if m.mu.TryLock() {
+			m.drop()
+			m.mu.Unlock()
+		}
+		delete(r.m, k)
+	}
+}
+
 // promptTokens estimates a request's tokens as the sum of fixed pieces:
 // what precedes the first message, each message with the separator after
 // it, and the rest. Summing pieces lets a session's next request reuse the
