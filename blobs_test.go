@@ -3,11 +3,13 @@ package ctxguard
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -228,5 +230,69 @@ func TestGuardUsesOnlySentBodies(t *testing.T) {
 		if got := st.Touches.Load(); (got > 0) == dry {
 			t.Errorf("dry run %v: %d touches", dry, got)
 		}
+	}
+}
+
+// TestGuardNotWritable: a data directory that cannot be written is no
+// reason not to serve: the Guard keeps removed content in memory, capped
+// by limits.memory_store, and says so. A folder that is not ctxguard's
+// is still refused, untouched.
+func TestGuardNotWritable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.DataDir = filepath.Join(file, "ctxguard") // ENOTDIR
+	cfg.Limits.MemoryStore = 1 << 20
+	cfg.Compress.Enabled = false
+	cfg.Persist.Threshold, cfg.Persist.Preview = 5000, 500
+	var logs bytes.Buffer
+	g, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer g.Close()
+	if g.Persistent() {
+		t.Error("Persistent() true without a writable data dir")
+	}
+	l := logs.String()
+	for _, want := range []string{"level=WARN", cfg.DataDir, "cannot be written", "not a directory", "kept in memory only, at most 1 MiB, and lost on exit"} {
+		if !strings.Contains(l, want) {
+			t.Errorf("the warning lacks %q:\n%s", want, l)
+		}
+	}
+	res := g.RewriteBody(context.Background(), nil, bigResult())
+	if res.Err != nil || !res.Changed {
+		t.Fatalf("rewrite: changed %v, err %v", res.Changed, res.Err)
+	}
+	m, ok := g.Store().(*store.Memory)
+	if !ok || m.Len() == 0 {
+		t.Fatalf("store %T holds nothing", g.Store())
+	}
+	over := make([]byte, 1<<20+1)
+	if err := m.PutBlob(store.ID(over), over); !errors.Is(err, store.ErrTooLarge) {
+		t.Errorf("the memory store is not capped at limits.memory_store: %v", err)
+	}
+
+	// A folder that is not ctxguard's stays a hard error.
+	home := t.TempDir()
+	os.WriteFile(filepath.Join(home, "notes.txt"), []byte("mine"), 0o644)
+	cfg.DataDir = home
+	if _, err := New(cfg); !errors.Is(err, store.ErrNotOurs) {
+		t.Errorf("New on a foreign folder: %v", err)
+	}
+	if ents, _ := os.ReadDir(home); len(ents) != 1 {
+		t.Errorf("the foreign folder has %d entries", len(ents))
+	}
+
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	ok2, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ok2.Close()
+	if !ok2.Persistent() {
+		t.Error("Persistent() false with a writable data dir")
 	}
 }

@@ -105,8 +105,14 @@ func WithStore(s store.Store) Option { return func(g *Guard) { g.store = s } }
 func WithClock(now func() time.Time) Option { return func(g *Guard) { g.now = now } }
 
 // New expands the paths in cfg (config.ExpandPaths), validates it and
-// builds a Guard. The embedded store is opened (and
-// created, private) under cfg.DataDir unless WithStore gave one.
+// builds a Guard. Unless WithStore gave a store, the embedded store is
+// opened under cfg.DataDir (see store.OpenDir: created private if absent,
+// adopted if empty, refused if it holds files that are not ctxguard's).
+// If the data directory cannot be written (store.ErrNotWritable), the
+// Guard serves without persistence: removed content is kept in memory,
+// at most cfg.Limits.MemoryStore bytes (0: no cap), for cfg.BlobTTL after
+// its last use, and lost on exit; a warning says so and Persistent
+// reports false.
 func New(cfg config.Config, opts ...Option) (*Guard, error) {
 	if err := cfg.ExpandPaths(); err != nil {
 		return nil, err
@@ -123,7 +129,7 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 		return nil, err
 	}
 	if g.store == nil {
-		if g.store, err = store.OpenDir(cfg.DataDir, cfg.BlobTTL); err != nil {
+		if g.store, err = g.openStore(); err != nil {
 			return nil, err
 		}
 	}
@@ -142,6 +148,38 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 		}
 	}
 	return g, nil
+}
+
+// openStore opens the embedded store, or the memory store when the data
+// directory cannot be written.
+func (g *Guard) openStore() (store.Store, error) {
+	cfg := g.cfg
+	d, err := store.OpenDir(cfg.DataDir, cfg.BlobTTL)
+	if err == nil {
+		d.Now = g.now
+		for _, w := range d.Warnings() {
+			g.log.Warn(w)
+		}
+		return d, nil
+	}
+	if !errors.Is(err, store.ErrNotWritable) {
+		return nil, err
+	}
+	limit := "with no size cap"
+	if c := cfg.Limits.MemoryStore; c > 0 {
+		limit = "at most " + strconv.FormatFloat(float64(c)/(1<<20), 'f', -1, 64) + " MiB"
+	}
+	g.log.Warn("the data dir "+cfg.DataDir+" cannot be written; serving without persistence: removed content is kept in memory only, "+limit+", and lost on exit",
+		"data_dir", cfg.DataDir, "reason", err, "memory_store", cfg.Limits.MemoryStore)
+	return store.NewMemoryWith(store.MemoryOptions{MaxBytes: cfg.Limits.MemoryStore, TTL: cfg.BlobTTL, Now: g.now}), nil
+}
+
+// Persistent reports whether removed content outlives the process: false
+// when the Guard keeps it in memory (the data directory could not be
+// written, or WithStore gave a store.Memory).
+func (g *Guard) Persistent() bool {
+	_, mem := g.store.(*store.Memory)
+	return !mem
 }
 
 // Compile builds the pipeline cfg describes, in the order passes must run:
