@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -113,7 +114,7 @@ type perMessage struct{ passFunc }
 
 func (perMessage) PerMessage() {}
 
-// TestResultBlobs: Result.Blobs lists, once each and sorted, the blobs
+// TestResultBlobs: Result.Blobs lists, once each and in body order, the blobs
 // named by the edits that made the body: not those of edits a later pass
 // superseded, and those of edits reused from the session's memory.
 func TestResultBlobs(t *testing.T) {
@@ -142,7 +143,7 @@ func TestResultBlobs(t *testing.T) {
 		{"edits without blobs", []Pass{noBlob}, nil},
 		{"one", []Pass{onResult("persist", "ppppppppppppp"), noBlob}, []string{"ppppppppppppp"}},
 		{"several in one edit, repeated", []Pass{onResult("persist", "ppppppppppppp"), onInput("iiiiiiiiiiiii ppppppppppppp aaaaaaaaaaaaa")},
-			[]string{"aaaaaaaaaaaaa", "iiiiiiiiiiiii", "ppppppppppppp"}},
+			[]string{"iiiiiiiiiiiii", "ppppppppppppp", "aaaaaaaaaaaaa"}}, // body order: the input comes first
 		{"superseded by a later pass", []Pass{onResult("persist", "ppppppppppppp"), onResult("clear", "ccccccccccccc")}, []string{"ccccccccccccc"}},
 		{"covered by a later pass", []Pass{onResult("persist", "ppppppppppppp"), wholeMessage}, []string{"zzzzzzzzzzzzz"}},
 		{"failure", []Pass{onResult("persist", "ppppppppppppp"), passFunc{"bad", func(*Request) ([]splice.Edit, error) { return nil, errors.New("boom") }}}, nil},
@@ -182,4 +183,41 @@ func TestResultBlobs(t *testing.T) {
 			t.Errorf("the pass judged %d messages, want 3 (the second request reuses them)", judged)
 		}
 	})
+}
+
+// TestBlobsDistinct: blobs returns every id its edits name once, in the
+// order of first appearance, for any number of ids and duplicates (the
+// table it dedupes with is pooled and reused across sizes).
+func TestBlobsDistinct(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 2, 3, 10, 100, 5000, 7, 40000, 12} {
+		pool := make([]string, max(1, n/3+1)) // about three names per id
+		for i := range pool {
+			b := make([]byte, 13)
+			for j := range b {
+				b[j] = 'a' + byte(r.IntN(26))
+			}
+			pool[i] = string(b)
+		}
+		var edits []splice.Edit
+		var want []string
+		seen := map[string]bool{}
+		for named := 0; named < n; {
+			k := min(1+r.IntN(3), n-named)
+			var names []string
+			for range k {
+				id := pool[r.IntN(len(pool))]
+				names = append(names, id)
+				if !seen[id] {
+					seen[id] = true
+					want = append(want, id)
+				}
+			}
+			named += k
+			edits = append(edits, splice.Edit{Blob: strings.Join(names, " ")}, splice.Edit{})
+		}
+		if d := cmp.Diff(want, blobs(edits)); d != "" {
+			t.Errorf("%d names: (-want +got):\n%s", n, d)
+		}
+	}
 }

@@ -349,10 +349,10 @@ func checkRequest(t testing.TB, pc propConfig, where string, orig []byte, longPi
 	// 5b. The result lists exactly the blobs the body names (so the
 	// caller keeps those alive), from a fresh pass and a memoizing one.
 	named := blobsNamed(orig, sent)
-	if d := cmp.Diff(named, res.Blobs, cmpopts.EquateEmpty()); d != "" {
+	if d := cmp.Diff(named, res.Blobs, cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
 		t.Errorf("%s: Result.Blobs is not what the body names (-named +Blobs):\n%s", where, d)
 	}
-	if d := cmp.Diff(named, resLong.Blobs, cmpopts.EquateEmpty()); d != "" {
+	if d := cmp.Diff(named, resLong.Blobs, cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
 		t.Errorf("%s: the long-lived pass's Result.Blobs is not what the body names (-named +Blobs):\n%s", where, d)
 	}
 	if cur.origSegs, err = prompt.Parse(orig); err != nil {

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/pipeline"
@@ -154,8 +154,7 @@ func TestPersist(t *testing.T) {
 			}
 			// The result lists the blobs the previews name, for the
 			// caller to keep alive.
-			slices.Sort(ids)
-			if d := cmp.Diff(ids, res.Blobs); d != "" {
+			if d := cmp.Diff(ids, res.Blobs, cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
 				t.Errorf("Result.Blobs (-previews +Blobs):\n%s", d)
 			}
 			if n == 0 && !bytes.Equal(res.Body, orig) {
