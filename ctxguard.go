@@ -52,6 +52,7 @@ type Guard struct {
 	blobs  *store.Blobs
 	pipe   *pipeline.Pipeline
 	calib  *tokens.Calibration
+	now    func() time.Time
 
 	stats    Stats
 	sessions sessions
@@ -100,9 +101,19 @@ func WithLogger(l *slog.Logger) Option { return func(g *Guard) { g.log = l } }
 // WithStore replaces the embedded store (tests, replays, a shared store).
 func WithStore(s store.Store) Option { return func(g *Guard) { g.store = s } }
 
+// WithClock sets the clock blob uses and sweeps are timed by (default
+// time.Now), for tests. A store given with WithStore keeps its own clock.
+func WithClock(now func() time.Time) Option { return func(g *Guard) { g.now = now } }
+
 // New expands the paths in cfg (config.ExpandPaths), validates it and
-// builds a Guard. The embedded store is opened (and
-// created, private) under cfg.DataDir unless WithStore gave one.
+// builds a Guard. Unless WithStore gave a store, the embedded store is
+// opened under cfg.DataDir (see store.OpenDir: created private if absent,
+// adopted if empty, refused if it holds files that are not ctxguard's).
+// If the data directory cannot be written (store.ErrNotWritable), the
+// Guard serves without persistence: removed content is kept in memory,
+// at most cfg.Limits.MemoryStore bytes (0: no cap), for cfg.BlobTTL after
+// its last use, and lost on exit; a warning says so and Persistent
+// reports false.
 func New(cfg config.Config, opts ...Option) (*Guard, error) {
 	if err := cfg.ExpandPaths(); err != nil {
 		return nil, err
@@ -110,21 +121,22 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Guard{cfg: cfg, log: slog.New(slog.DiscardHandler),
-		recent: newRecent(cfg.Limits.Sessions, cfg.Limits.SessionMemory, cfg.Limits.SessionIdle)}
+	g := &Guard{cfg: cfg, log: slog.New(slog.DiscardHandler), now: time.Now}
 	for _, o := range opts {
 		o(g)
 	}
+	g.recent = newRecent(cfg.Limits.Sessions, cfg.Limits.SessionMemory, cfg.Limits.SessionIdle)
+	g.recent.now = g.now
 	var err error
 	if g.models, err = model.NewRegistry(cfg.Models); err != nil {
 		return nil, err
 	}
 	if g.store == nil {
-		if g.store, err = store.OpenDir(cfg.DataDir, cfg.BlobTTL); err != nil {
+		if g.store, err = g.openStore(); err != nil {
 			return nil, err
 		}
 	}
-	g.blobs = &store.Blobs{Store: g.store}
+	g.blobs = &store.Blobs{Store: g.store, TTL: cfg.BlobTTL, Now: g.now}
 	if cfg.Local.Access != "off" {
 		g.blobs.BaseURL = "http://" + cfg.Listen
 	}
@@ -139,6 +151,38 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 		}
 	}
 	return g, nil
+}
+
+// openStore opens the embedded store, or the memory store when the data
+// directory cannot be written.
+func (g *Guard) openStore() (store.Store, error) {
+	cfg := g.cfg
+	d, err := store.OpenDir(cfg.DataDir, cfg.BlobTTL)
+	if err == nil {
+		d.Now = g.now
+		for _, w := range d.Warnings() {
+			g.log.Warn(w)
+		}
+		return d, nil
+	}
+	if !errors.Is(err, store.ErrNotWritable) {
+		return nil, err
+	}
+	limit := "with no size cap"
+	if c := cfg.Limits.MemoryStore; c > 0 {
+		limit = "at most " + strconv.FormatFloat(float64(c)/(1<<20), 'f', -1, 64) + " MiB"
+	}
+	g.log.Warn("the data dir "+cfg.DataDir+" cannot be written; serving without persistence: removed content is kept in memory only, "+limit+", and lost on exit",
+		"data_dir", cfg.DataDir, "reason", err, "memory_store", cfg.Limits.MemoryStore)
+	return store.NewMemoryWith(store.MemoryOptions{MaxBytes: cfg.Limits.MemoryStore, TTL: cfg.BlobTTL, Now: g.now}), nil
+}
+
+// Persistent reports whether removed content outlives the process: false
+// when the Guard keeps it in memory (the data directory could not be
+// written, or WithStore gave a store.Memory).
+func (g *Guard) Persistent() bool {
+	_, mem := g.store.(*store.Memory)
+	return !mem
 }
 
 // Compile builds the pipeline cfg describes, in the order passes must run:
@@ -316,6 +360,13 @@ func (g *Guard) rewriteBody(ctx context.Context, h http.Header, body, out []byte
 	if res.Changed {
 		g.stats.Rewritten.Add(1)
 	}
+	// The body goes out: the blobs it refers to were used now. If one
+	// is gone, what the Guard memoized of sessions may skip storing it
+	// again; forget that, so the next request stores it.
+	if g.blobs.Use(run.Blobs) > 0 {
+		g.log.Warn("blobs a request refers to were missing from the store; the next request stores them again", "session", res.Session)
+		g.recent.dropAll()
+	}
 	if res.Event {
 		g.stats.Events.Add(1)
 	}
@@ -428,7 +479,7 @@ func (g *Guard) Maintain(ctx context.Context) {
 	defer t.Stop()
 	var j janitor
 	for {
-		j.tick(g, time.Now())
+		j.tick(g, g.now())
 		select {
 		case <-ctx.Done():
 			return

@@ -227,6 +227,24 @@ func (r *recent) usage() (n int, bytes int64) {
 	return len(r.m), r.bytes
 }
 
+// dropAll forgets every session's memo. A memo a request holds is only
+// unlinked: that request finishes with it, its keep sees it gone and
+// keeps nothing, and nobody acquires it again.
+func (r *recent) dropAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, m := range r.m {
+		if m.mu.TryLock() {
+			r.removeLocked(k, m)
+			m.mu.Unlock()
+			continue
+		}
+		r.bytes -= m.size
+		m.size, m.gone = 0, true
+		delete(r.m, k)
+	}
+}
+
 // promptTokens estimates a request's tokens as the sum of fixed pieces:
 // what precedes the first message, each message with the separator after
 // it, and the rest. Summing pieces lets a session's next request reuse the

@@ -10,19 +10,12 @@ import (
 
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/store/storetest"
 )
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
+func newFakeClock() *storetest.Clock {
+	return storetest.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
 }
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 // longestStream returns the longest request stream of the corpus.
 func longestStream(t *testing.T) [][]byte {
@@ -58,9 +51,8 @@ func TestSessionMemoryBounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.Defaults()
 			cfg.Limits.Sessions, cfg.Limits.SessionMemory, cfg.Limits.SessionIdle = tc.sessions, tc.bytes, 5*time.Minute
-			g := newGuard(t, cfg, WithStore(store.NewMemory()))
 			clock := newFakeClock()
-			g.recent.now = clock.Now
+			g := newGuard(t, cfg, WithStore(store.NewMemory()), WithClock(clock.Now))
 			peak := 0
 			for i := 0; i < 8; i++ {
 				for _, b := range stream[len(stream)-3:] {
@@ -71,7 +63,7 @@ func TestSessionMemoryBounds(t *testing.T) {
 					}
 					peak = max(peak, int(bytes))
 				}
-				clock.Add(time.Second)
+				clock.Advance(time.Second)
 			}
 			if fits := tc.sessions > 0 && tc.bytes > int64(len(last)); fits && peak < len(last) {
 				t.Errorf("peak %d bytes remembered: less than one body (%d), so the bound is not what limits", peak, len(last))
@@ -80,13 +72,13 @@ func TestSessionMemoryBounds(t *testing.T) {
 				t.Errorf("%d bytes remembered where nothing fits", peak)
 			}
 			// Not idle long enough: kept. Idle: all gone.
-			clock.Add(4 * time.Minute)
+			clock.Advance(4 * time.Minute)
 			n0, _ := g.recent.usage()
 			g.recent.sweep()
 			if n, _ := g.recent.usage(); n != n0 {
 				t.Errorf("sweep before session_idle dropped %d memos", n0-n)
 			}
-			clock.Add(time.Minute)
+			clock.Advance(time.Minute)
 			_, b0 := g.recent.usage()
 			freed := g.recent.sweep()
 			if n, bytes := g.recent.usage(); n != 0 || bytes != 0 {
@@ -119,9 +111,8 @@ func TestSessionMemorySize(t *testing.T) {
 // after session_idle.
 func TestJanitor(t *testing.T) {
 	cfg := config.Defaults()
-	g := newGuard(t, cfg, WithStore(store.NewMemory()))
 	clock := newFakeClock()
-	g.recent.now = clock.Now
+	g := newGuard(t, cfg, WithStore(store.NewMemory()), WithClock(clock.Now))
 	frees := 0
 	j := janitor{free: func() { frees++ }}
 	stream := longestStream(t)
@@ -131,12 +122,12 @@ func TestJanitor(t *testing.T) {
 	if frees != 0 {
 		t.Fatalf("memory handed back while busy")
 	}
-	clock.Add(time.Minute)
+	clock.Advance(time.Minute)
 	j.tick(g, clock.Now()) // a whole idle tick
 	if frees != 1 {
 		t.Fatalf("after an idle tick: %d releases, want 1", frees)
 	}
-	clock.Add(time.Minute)
+	clock.Advance(time.Minute)
 	j.tick(g, clock.Now())
 	if frees != 1 {
 		t.Fatalf("a second idle tick released again (%d)", frees)
@@ -144,14 +135,14 @@ func TestJanitor(t *testing.T) {
 	if n, _ := g.recent.usage(); n != 1 {
 		t.Fatalf("%d memos before session_idle, want 1", n)
 	}
-	clock.Add(cfg.Limits.SessionIdle)
+	clock.Advance(cfg.Limits.SessionIdle)
 	j.tick(g, clock.Now()) // the memo goes, and with it memory
 	if n, _ := g.recent.usage(); n != 0 || frees != 2 {
 		t.Fatalf("after session_idle: %d memos, %d releases; want 0 and 2", n, frees)
 	}
 	g.RewriteBody(context.Background(), sessionHeader(1), stream[0])
 	j.tick(g, clock.Now())
-	clock.Add(time.Minute)
+	clock.Advance(time.Minute)
 	j.tick(g, clock.Now())
 	if frees != 3 {
 		t.Fatalf("a new idle spell: %d releases, want 3", frees)

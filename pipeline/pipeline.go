@@ -13,9 +13,13 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
+	"math/bits"
 	"runtime/debug"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -134,6 +138,12 @@ type Result struct {
 	Passes  []PassStat
 	Betas   []string // values to add to the anthropic-beta header
 	Notes   []string
+	// Blobs are the distinct ids of the blobs the body refers to: those
+	// named by the edits that made it (splice.Edit.Blob), each once, in
+	// body order. An edit a later pass superseded does not count. The
+	// caller keeps them alive (store.Blobs.Use) when it sends the body.
+	// Nil when nothing changed or a pass failed.
+	Blobs []string
 	// Err is set when a pass failed and the original body was kept.
 	Err      error
 	FailedIn string // the pass that failed
@@ -210,8 +220,69 @@ func (p *Pipeline) Run(r *Request) (res Result) {
 	res.Changed = r.edits.Len() > 0
 	res.Betas = r.betas
 	res.Notes = r.notes
+	res.Blobs = blobs(r.edits.Edits())
 	return res
 }
+
+// blobs returns the distinct blob ids edits name, in the order they first
+// appear. It runs on every request, over every edit: duplicates are
+// dropped through a pooled open-addressing table of indexes into the
+// result (a sort or a map costs about three times the collection).
+func blobs(edits []splice.Edit) []string {
+	n := 0
+	for _, e := range edits {
+		if e.Blob != "" {
+			n += 1 + strings.Count(e.Blob, " ")
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	ids := make([]string, 0, n)
+	if n == 1 {
+		for _, e := range edits {
+			if e.Blob != "" {
+				return append(ids, e.Blob)
+			}
+		}
+	}
+	size := 1 << bits.Len(uint(2*n)) // a power of two over twice n: short probes
+	tp, _ := idTables.Get().(*[]int32)
+	if tp == nil {
+		tp = new([]int32)
+	}
+	if cap(*tp) < size {
+		*tp = make([]int32, size)
+	}
+	table := (*tp)[:size]
+	clear(table) // 0 is empty; else index+1 in ids
+	mask := uint64(size - 1)
+	for _, e := range edits {
+		for s := e.Blob; s != ""; {
+			var id string
+			id, s, _ = strings.Cut(s, " ")
+			for h := maphash.String(idSeed, id) & mask; ; h = (h + 1) & mask {
+				if table[h] == 0 {
+					ids = append(ids, id)
+					table[h] = int32(len(ids))
+					break
+				}
+				if ids[table[h]-1] == id {
+					break
+				}
+			}
+		}
+	}
+	if size <= 1<<16 {
+		idTables.Put(tp)
+	}
+	return ids
+}
+
+var (
+	idSeed   = maphash.MakeSeed()
+	idTables sync.Pool // of *[]int32, for blobs
+)
 
 func (p *Pipeline) runPass(ps Pass, r *Request) (st PassStat, err error) {
 	st.Name = ps.Name()

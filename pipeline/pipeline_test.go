@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -106,5 +107,117 @@ func TestPassStats(t *testing.T) {
 	}
 	if len(res.Notes) != 1 || p.Passes()[0] != "shorten" {
 		t.Errorf("notes %v passes %v", res.Notes, p.Passes())
+	}
+}
+
+type perMessage struct{ passFunc }
+
+func (perMessage) PerMessage() {}
+
+// TestResultBlobs: Result.Blobs lists, once each and in body order, the blobs
+// named by the edits that made the body: not those of edits a later pass
+// superseded, and those of edits reused from the session's memory.
+func TestResultBlobs(t *testing.T) {
+	onResult := func(name, blob string) Pass {
+		return passFunc{name, func(r *Request) ([]splice.Edit, error) {
+			e := resultEdit(r, name)
+			e.Blob = blob
+			return []splice.Edit{e}, nil
+		}}
+	}
+	onInput := func(blob string) Pass {
+		return passFunc{"input", func(r *Request) ([]splice.Edit, error) {
+			return []splice.Edit{{Span: r.Conv.Messages[1].Blocks[2].Input, Repl: []byte(`{"x":1}`), Blob: blob}}, nil
+		}}
+	}
+	wholeMessage := passFunc{"whole", func(r *Request) ([]splice.Edit, error) {
+		return []splice.Edit{{Span: r.Conv.Messages[2].Content, Repl: []byte(`"dropped"`), Blob: "zzzzzzzzzzzzz"}}, nil
+	}}
+	noBlob := passFunc{"think", func(r *Request) ([]splice.Edit, error) { return []splice.Edit{r.RemoveBlock(1, 0)}, nil }}
+	for _, tc := range []struct {
+		name   string
+		passes []Pass
+		want   []string
+	}{
+		{"none", nil, nil},
+		{"edits without blobs", []Pass{noBlob}, nil},
+		{"one", []Pass{onResult("persist", "ppppppppppppp"), noBlob}, []string{"ppppppppppppp"}},
+		{"several in one edit, repeated", []Pass{onResult("persist", "ppppppppppppp"), onInput("iiiiiiiiiiiii ppppppppppppp aaaaaaaaaaaaa")},
+			[]string{"iiiiiiiiiiiii", "ppppppppppppp", "aaaaaaaaaaaaa"}}, // body order: the input comes first
+		{"superseded by a later pass", []Pass{onResult("persist", "ppppppppppppp"), onResult("clear", "ccccccccccccc")}, []string{"ccccccccccccc"}},
+		{"covered by a later pass", []Pass{onResult("persist", "ppppppppppppp"), wholeMessage}, []string{"zzzzzzzzzzzzz"}},
+		{"failure", []Pass{onResult("persist", "ppppppppppppp"), passFunc{"bad", func(*Request) ([]splice.Edit, error) { return nil, errors.New("boom") }}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := New(nil, tc.passes...).Run(request(t))
+			if d := cmp.Diff(tc.want, res.Blobs); d != "" {
+				t.Errorf("Blobs (-want +got):\n%s", d)
+			}
+		})
+	}
+
+	t.Run("reused per-message edits", func(t *testing.T) {
+		judged := 0
+		p := New(nil, perMessage{passFunc{"persist", func(r *Request) ([]splice.Edit, error) {
+			var out []splice.Edit
+			for mi := r.From; mi < len(r.Conv.Messages); mi++ {
+				judged++
+				if mi == 2 {
+					e := resultEdit(r, "preview")
+					e.Blob = "ppppppppppppp"
+					out = append(out, e)
+				}
+			}
+			return out, nil
+		}}})
+		memo := map[string]any{}
+		for i, stable := range []int{0, 3} {
+			r := request(t)
+			r.Memo, r.Stable = memo, stable
+			res := p.Run(r)
+			if d := cmp.Diff([]string{"ppppppppppppp"}, res.Blobs); d != "" {
+				t.Errorf("request %d: Blobs (-want +got):\n%s", i, d)
+			}
+		}
+		if judged != 3 {
+			t.Errorf("the pass judged %d messages, want 3 (the second request reuses them)", judged)
+		}
+	})
+}
+
+// TestBlobsDistinct: blobs returns every id its edits name once, in the
+// order of first appearance, for any number of ids and duplicates (the
+// table it dedupes with is pooled and reused across sizes).
+func TestBlobsDistinct(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 2, 3, 10, 100, 5000, 7, 40000, 12} {
+		pool := make([]string, max(1, n/3+1)) // about three names per id
+		for i := range pool {
+			b := make([]byte, 13)
+			for j := range b {
+				b[j] = 'a' + byte(r.IntN(26))
+			}
+			pool[i] = string(b)
+		}
+		var edits []splice.Edit
+		var want []string
+		seen := map[string]bool{}
+		for named := 0; named < n; {
+			k := min(1+r.IntN(3), n-named)
+			var names []string
+			for range k {
+				id := pool[r.IntN(len(pool))]
+				names = append(names, id)
+				if !seen[id] {
+					seen[id] = true
+					want = append(want, id)
+				}
+			}
+			named += k
+			edits = append(edits, splice.Edit{Blob: strings.Join(names, " ")}, splice.Edit{})
+		}
+		if d := cmp.Diff(want, blobs(edits)); d != "" {
+			t.Errorf("%d names: (-want +got):\n%s", n, d)
+		}
 	}
 }

@@ -23,6 +23,12 @@ type Span = jsonscan.Span
 type Edit struct {
 	Span Span
 	Repl []byte
+	// Blob names the stored blobs Repl refers to (a preview or a stub
+	// that says where removed content is kept): a blob id, or several
+	// separated by single spaces; "" for none. It does not change the
+	// output; it lets the caller keep alive the blobs the body it sends
+	// refers to (see pipeline.Result.Blobs).
+	Blob string
 }
 
 // Set is a collection of non-overlapping edits to one body. Adding an edit
@@ -71,8 +77,9 @@ func (s *Set) AddAll(edits []Edit) error {
 	if len(edits) == 0 {
 		return nil
 	}
-	add := slices.Clone(edits)
+	add := edits
 	if !slices.IsSortedFunc(add, compare) {
+		add = slices.Clone(edits) // the caller's slice stays as it was
 		slices.SortFunc(add, compare)
 	}
 	for i, e := range add {
@@ -86,39 +93,35 @@ func (s *Set) AddAll(edits []Edit) error {
 	}
 	// Sorted, non-overlapping edits have non-decreasing ends too, so the
 	// new edits that can touch an existing one form a window that only
-	// moves forward.
-	kept := make([]Edit, 0, len(s.edits)+len(add))
-	j := 0
+	// moves forward. The existing edits no new one covers are merged with
+	// the new ones in the same pass (an existing edit goes first when
+	// they compare equal).
+	out := make([]Edit, 0, len(s.edits)+len(add))
+	j, k := 0, 0
 	for _, x := range s.edits {
 		for j < len(add) && add[j].Span.End < x.Span.Start {
 			j++
 		}
 		covered := false
-		for k := j; k < len(add) && add[k].Span.Start <= x.Span.End; k++ {
-			switch relate(add[k].Span, x.Span) {
+		for w := j; w < len(add) && add[w].Span.Start <= x.Span.End; w++ {
+			switch relate(add[w].Span, x.Span) {
 			case covers:
 				covered = true
 			case conflict:
-				e := add[k].Span
+				e := add[w].Span
 				return fmt.Errorf("splice: edit [%d,%d) conflicts with edit [%d,%d)", e.Start, e.End, x.Span.Start, x.Span.End)
 			}
 		}
-		if !covered {
-			kept = append(kept, x)
+		if covered {
+			continue
 		}
-	}
-	out := make([]Edit, 0, len(kept)+len(add))
-	i, k := 0, 0
-	for i < len(kept) || k < len(add) {
-		if k == len(add) || (i < len(kept) && compare(kept[i], add[k]) <= 0) {
-			out = append(out, kept[i])
-			i++
-		} else {
+		for k < len(add) && compare(x, add[k]) > 0 {
 			out = append(out, add[k])
 			k++
 		}
+		out = append(out, x)
 	}
-	s.edits = out
+	s.edits = append(out, add[k:]...)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package splice
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,19 +18,19 @@ func TestApply(t *testing.T) {
 		wantErr bool
 	}{
 		{"none", nil, "0123456789", false},
-		{"replace", []Edit{{sp(2, 4), []byte("ab")}}, "01ab456789", false},
-		{"insert", []Edit{{sp(3, 3), []byte("X")}}, "012X3456789", false},
-		{"delete", []Edit{{sp(0, 10), nil}}, "", false},
-		{"adjacent", []Edit{{sp(2, 4), []byte("a")}, {sp(4, 6), []byte("b")}}, "01ab6789", false},
-		{"insert at replace start", []Edit{{sp(2, 4), []byte("a")}, {sp(2, 2), []byte("I")}}, "01Ia456789", false},
-		{"insert at replace end", []Edit{{sp(2, 4), []byte("a")}, {sp(4, 4), []byte("I")}}, "01aI456789", false},
-		{"covering replaces", []Edit{{sp(2, 3), []byte("a")}, {sp(5, 5), []byte("i")}, {sp(1, 8), []byte("Z")}}, "0Z89", false},
-		{"same span supersedes", []Edit{{sp(2, 4), []byte("a")}, {sp(2, 4), []byte("b")}}, "01b456789", false},
-		{"partial overlap", []Edit{{sp(2, 5), nil}, {sp(4, 7), nil}}, "", true},
-		{"inside earlier", []Edit{{sp(2, 8), nil}, {sp(3, 4), nil}}, "", true},
-		{"insert inside earlier", []Edit{{sp(2, 8), nil}, {sp(3, 3), nil}}, "", true},
-		{"two inserts", []Edit{{sp(3, 3), nil}, {sp(3, 3), nil}}, "", true},
-		{"bad span", []Edit{{sp(3, 2), nil}}, "", true},
+		{"replace", []Edit{{Span: sp(2, 4), Repl: []byte("ab")}}, "01ab456789", false},
+		{"insert", []Edit{{Span: sp(3, 3), Repl: []byte("X")}}, "012X3456789", false},
+		{"delete", []Edit{{Span: sp(0, 10), Repl: nil}}, "", false},
+		{"adjacent", []Edit{{Span: sp(2, 4), Repl: []byte("a")}, {Span: sp(4, 6), Repl: []byte("b")}}, "01ab6789", false},
+		{"insert at replace start", []Edit{{Span: sp(2, 4), Repl: []byte("a")}, {Span: sp(2, 2), Repl: []byte("I")}}, "01Ia456789", false},
+		{"insert at replace end", []Edit{{Span: sp(2, 4), Repl: []byte("a")}, {Span: sp(4, 4), Repl: []byte("I")}}, "01aI456789", false},
+		{"covering replaces", []Edit{{Span: sp(2, 3), Repl: []byte("a")}, {Span: sp(5, 5), Repl: []byte("i")}, {Span: sp(1, 8), Repl: []byte("Z")}}, "0Z89", false},
+		{"same span supersedes", []Edit{{Span: sp(2, 4), Repl: []byte("a")}, {Span: sp(2, 4), Repl: []byte("b")}}, "01b456789", false},
+		{"partial overlap", []Edit{{Span: sp(2, 5), Repl: nil}, {Span: sp(4, 7), Repl: nil}}, "", true},
+		{"inside earlier", []Edit{{Span: sp(2, 8), Repl: nil}, {Span: sp(3, 4), Repl: nil}}, "", true},
+		{"insert inside earlier", []Edit{{Span: sp(2, 8), Repl: nil}, {Span: sp(3, 3), Repl: nil}}, "", true},
+		{"two inserts", []Edit{{Span: sp(3, 3), Repl: nil}, {Span: sp(3, 3), Repl: nil}}, "", true},
+		{"bad span", []Edit{{Span: sp(3, 2), Repl: nil}}, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s Set
@@ -65,7 +66,7 @@ func TestApply(t *testing.T) {
 func TestCurrent(t *testing.T) {
 	body := []byte("0123456789")
 	var s Set
-	for _, e := range []Edit{{sp(2, 4), []byte("ab")}, {sp(6, 6), []byte("I")}, {sp(8, 9), nil}} {
+	for _, e := range []Edit{{Span: sp(2, 4), Repl: []byte("ab")}, {Span: sp(6, 6), Repl: []byte("I")}, {Span: sp(8, 9), Repl: nil}} {
 		if err := s.Add(e); err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +120,16 @@ func TestAddAllMatchesAdd(t *testing.T) {
 			batch = append(batch, Edit{Span: sp(a, b), Repl: []byte{'Y', byte('0' + i)}})
 			last = b + 1
 		}
+		if len(batch) > 1 && next(2) == 0 { // out of order: AddAll sorts a copy
+			batch[0], batch[len(batch)-1] = batch[len(batch)-1], batch[0]
+		}
+		given := slices.Clone(batch)
+		before := slices.Clone(base.Edits())
 		errAll := base.AddAll(batch)
+		if d := cmp.Diff(given, batch); d != "" {
+			t.Fatalf("round %d: AddAll changed the caller's batch:\n%s", round, d)
+		}
+		slices.SortFunc(batch, compare)
 		var errOne error
 		for _, e := range batch {
 			if errOne = one.Add(e); errOne != nil {
@@ -130,7 +140,13 @@ func TestAddAllMatchesAdd(t *testing.T) {
 			t.Fatalf("round %d: AddAll err %v, Add err %v", round, errAll, errOne)
 		}
 		if errAll != nil {
+			if d := cmp.Diff(before, base.Edits()); d != "" {
+				t.Fatalf("round %d: a failed AddAll changed the set:\n%s", round, d)
+			}
 			continue
+		}
+		if d := cmp.Diff(one.Edits(), base.Edits()); d != "" {
+			t.Fatalf("round %d: AddAll and Add made other sets (-Add +AddAll):\n%s", round, d)
 		}
 		a, _ := base.Apply(body)
 		b, _ := one.Apply(body)

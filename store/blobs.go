@@ -1,10 +1,13 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 )
 
@@ -15,21 +18,37 @@ type Ref struct {
 	URL  string // the proxy's retrieval URL, or "" when none is configured
 }
 
-// Blobs puts removed content into a Store and returns where to find it.
+// Blobs puts removed content into a Store and returns where to find it,
+// and keeps what requests still refer to alive (Use).
+//
 // Passes keep the same content on every request of a session, so Blobs
 // remembers, for the life of the process, what it already stored, keyed
 // by a fast in-memory hash of the bytes the caller passed: a repeat costs
 // that hash instead of a decode, a SHA-256 and a file system call. The
-// memo is bounded; forgetting only costs a repeat of that work. Safe for
-// concurrent use.
+// memo is bounded; forgetting only costs a repeat of that work. Because a
+// repeat does not refresh the blob, callers report every blob a request
+// they send refers to with Use. When Use finds a blob gone (deleted by
+// hand, swept by another process with a shorter TTL, evicted from a
+// Memory), Blobs forgets the memo and bumps its Epoch, so the next
+// request that needs the blob stores it again; callers that memoize what
+// KeepFrom returned key their memos by Epoch too.
+//
+// Set the exported fields before first use. Safe for concurrent use.
 type Blobs struct {
 	Store   Store
 	BaseURL string // e.g. "http://127.0.0.1:8787"; the URL is BaseURL + "/ctxguard/v1/blobs/" + id
+	// TTL is the store's blob TTL; Use refreshes a blob at most every
+	// RefreshInterval(TTL).
+	TTL time.Duration
+	// Now is the clock Use reads; nil means time.Now.
+	Now func() time.Time
 
-	seed  maphash.Seed
-	once  sync.Once
-	mu    sync.Mutex
-	known map[uint64]Kept
+	seed    maphash.Seed
+	once    sync.Once
+	mu      sync.Mutex
+	known   map[uint64]Kept
+	touched map[string]int64 // when each blob was last refreshed (Unix ns), bounded
+	epoch   atomic.Uint64
 }
 
 // Kept is what Keep stored: where, and how many characters (Unicode code
@@ -39,8 +58,90 @@ type Kept struct {
 	Chars int
 }
 
-// maxKnown bounds the memo (about 100 bytes an entry).
-const maxKnown = 1 << 17
+// maxKnown bounds the memo (about 100 bytes an entry), and maxTouched
+// the refresh times (about 50).
+const (
+	maxKnown   = 1 << 17
+	maxTouched = 1 << 17
+)
+
+func (b *Blobs) init() {
+	b.once.Do(func() {
+		b.seed = maphash.MakeSeed()
+		b.known = map[uint64]Kept{}
+		b.touched = map[string]int64{}
+	})
+}
+
+func (b *Blobs) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
+}
+
+// Epoch counts the times Use found a blob missing and made Blobs forget
+// what it stored. A memo of KeepFrom's results must include it in its
+// key (or be dropped when it changes), else it keeps referring to a blob
+// nobody stores again.
+func (b *Blobs) Epoch() uint64 { return b.epoch.Load() }
+
+// Use records that a request about to be sent refers to the blobs ids:
+// each is refreshed in the store (Store.TouchBlob) unless this Blobs
+// refreshed or stored it less than RefreshInterval(TTL) ago. It reports
+// how many the store no longer holds; for those it forgets the memo and
+// bumps Epoch (see Blobs), so the caller should also drop what it
+// memoized of the requests that referred to them. ids is not retained
+// (the strings are). A refresh that fails otherwise is retried on the
+// next call. The common case, every blob refreshed recently, costs one
+// lock and a map lookup per id and does not allocate.
+func (b *Blobs) Use(ids []string) (missing int) {
+	if len(ids) == 0 {
+		return 0
+	}
+	b.init()
+	now := b.now().UnixNano()
+	every := int64(RefreshInterval(b.TTL))
+	var due []string
+	b.mu.Lock()
+	for _, id := range ids {
+		if t, ok := b.touched[id]; ok && now-t < every && now >= t {
+			continue
+		}
+		due = append(due, id)
+		b.noteTouchLocked(id, now)
+	}
+	b.mu.Unlock()
+	var lost []string
+	for _, id := range due {
+		err := b.Store.TouchBlob(id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			lost = append(lost, id)
+		case err != nil:
+			b.mu.Lock()
+			delete(b.touched, id)
+			b.mu.Unlock()
+		}
+	}
+	if len(lost) > 0 {
+		b.mu.Lock()
+		clear(b.known)
+		for _, id := range lost {
+			delete(b.touched, id)
+		}
+		b.mu.Unlock()
+		b.epoch.Add(1)
+	}
+	return len(lost)
+}
+
+func (b *Blobs) noteTouchLocked(id string, now int64) {
+	if len(b.touched) >= maxTouched {
+		clear(b.touched)
+	}
+	b.touched[id] = now
+}
 
 // Keep stores content (if not stored yet) and returns its reference. The
 // reference is a function of content and configuration only, so every
@@ -55,10 +156,7 @@ func (b *Blobs) Keep(content []byte) (Kept, error) {
 // when raw was not seen before. A nil decode stores raw itself. raw is not
 // retained.
 func (b *Blobs) KeepFrom(raw []byte, decode func([]byte) ([]byte, error)) (Kept, error) {
-	b.once.Do(func() {
-		b.seed = maphash.MakeSeed()
-		b.known = map[uint64]Kept{}
-	})
+	b.init()
 	h := maphash.Bytes(b.seed, raw) ^ uint64(len(raw))
 	b.mu.Lock()
 	k, ok := b.known[h]
@@ -78,11 +176,13 @@ func (b *Blobs) KeepFrom(raw []byte, decode func([]byte) ([]byte, error)) (Kept,
 		return Kept{}, fmt.Errorf("keeping removed content: %w", err)
 	}
 	k = Kept{Ref: b.Ref(id), Chars: utf8.RuneCount(content)}
+	now := b.now().UnixNano()
 	b.mu.Lock()
 	if len(b.known) >= maxKnown {
 		clear(b.known)
 	}
 	b.known[h] = k
+	b.noteTouchLocked(id, now) // PutBlob refreshed it
 	b.mu.Unlock()
 	return k, nil
 }

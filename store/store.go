@@ -7,6 +7,21 @@
 // reproducible from the request alone (BRIEF principle 3). The store makes
 // removed content retrievable (principle 6) and lets reports survive a
 // restart. Implementations are safe for concurrent use.
+//
+// Ownership. A store copies what it is given (PutBlob's data, Put's val)
+// and hands out copies (Get's result, OpenBlob's reader); callers keep
+// their slices. Dir, the embedded store, owns only what it created in its
+// data directory: the marker file .ctxguard-store and the entries of
+// blobs/ and records/ whose names it gives (see Dir). It refuses a
+// directory holding anything else, and neither reads, moves, deletes nor
+// re-permissions files it did not create.
+//
+// Expiry. A blob lives until blob_ttl after its last use: every request
+// that refers to it (by a stub or a preview) counts as a use, through
+// Blobs.Use, which refreshes the blob at most every RefreshInterval(ttl);
+// the stores keep a blob for ttl + RefreshInterval(ttl) after its last
+// refresh, so that granularity never expires a blob used within ttl.
+// Records live ttl after their last Put.
 package store
 
 import (
@@ -20,18 +35,40 @@ import (
 // ErrNotFound is returned for absent blobs and records.
 var ErrNotFound = errors.New("store: not found")
 
-// ErrBadID is returned for a blob id that is not IDLen lowercase hex digits.
+// ErrBadID is returned for a blob id that is not IDLen lowercase letters.
 var ErrBadID = errors.New("store: invalid blob id")
+
+// ErrNotWritable is matched (errors.Is) by OpenDir's error when the data
+// directory cannot be created or written: see OpenDir for the OS errors
+// that count. The error also wraps the OS error. A caller may serve
+// without persistence instead (ctxguard.New falls back to a Memory).
+var ErrNotWritable = errors.New("store: data directory cannot be written")
+
+// ErrNotOurs is matched by OpenDir's error when the data directory holds
+// files that are not ctxguard's, or was written by a newer ctxguard. It is
+// never a reason to fall back: the user must choose another folder.
+var ErrNotOurs = errors.New("store: data directory is not ctxguard's")
+
+// ErrTooLarge is returned by a Memory with a byte cap for a blob larger
+// than the whole cap.
+var ErrTooLarge = errors.New("store: blob larger than the memory store's cap")
 
 // Store is the interface every store implements.
 type Store interface {
 	// PutBlob stores data under its ID unless already
 	// present, and refreshes its age either way. data is not retained.
+	// An invalid id is ErrBadID.
 	PutBlob(id string, data []byte) error
-	// HasBlob reports whether the blob is present.
+	// HasBlob reports whether the blob is present (false for an invalid
+	// id).
 	HasBlob(id string) bool
-	// OpenBlob opens a stored blob for reading.
+	// OpenBlob opens a stored blob for reading: ErrNotFound if absent,
+	// ErrBadID for an invalid id. The reader does not change when the
+	// blob is swept or replaced afterwards.
 	OpenBlob(id string) (io.ReadCloser, error)
+	// TouchBlob refreshes a stored blob's age, as PutBlob does for a
+	// present blob: ErrNotFound if absent, ErrBadID for an invalid id.
+	TouchBlob(id string) error
 	// BlobPath returns where a blob lives on the local file system, or ""
 	// if the store has no local files.
 	BlobPath(id string) string
@@ -42,11 +79,27 @@ type Store interface {
 	Get(key string) ([]byte, error)
 	// Put stores a record under key; val is not retained.
 	Put(key string, val []byte) error
-	// Sweep deletes blobs and records older than the store's TTL and
-	// reports how many it removed.
+	// Sweep deletes, as of now, the blobs older than the store's TTL
+	// plus RefreshInterval(TTL) and the records older than the TTL, and
+	// reports how many it removed. A TTL <= 0 keeps them forever.
 	Sweep(now time.Time) (int, error)
 	Close() error
 }
+
+// RefreshInterval is how often Blobs.Use refreshes a blob a session keeps
+// using: an eighth of the TTL, at most an hour (an hour when blobs never
+// expire, so a lost blob is still noticed). Stores keep a blob for
+// ttl + RefreshInterval(ttl) after its last refresh, so a blob used within
+// ttl is never swept.
+func RefreshInterval(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		return time.Hour
+	}
+	return min(ttl/8, time.Hour)
+}
+
+// blobLife is how long after its last refresh a blob is kept.
+func blobLife(ttl time.Duration) time.Duration { return ttl + RefreshInterval(ttl) }
 
 // IDLen is the length of a blob id: 13 lowercase letters, 61 bits of the
 // content's SHA-256. Every stub the model reads carries one, so it is kept

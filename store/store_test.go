@@ -2,140 +2,12 @@ package store
 
 import (
 	"errors"
-	"io"
+	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
-	"sync"
+	"syscall"
 	"testing"
-	"time"
 )
-
-func TestDir(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "data")
-	d, err := OpenDir(root, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := []byte("removed tool output\n")
-	id := ID(data)
-	if err := d.PutBlob(id, data); err != nil {
-		t.Fatal(err)
-	}
-	if !d.HasBlob(id) {
-		t.Fatal("HasBlob false after PutBlob")
-	}
-	rc, err := d.OpenBlob(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := io.ReadAll(rc)
-	rc.Close()
-	if string(got) != string(data) {
-		t.Fatalf("blob = %q", got)
-	}
-	for _, p := range []string{root, filepath.Join(root, "blobs"), d.BlobDir()} {
-		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o700 {
-			t.Errorf("%s: mode %v, err %v; want 0700", p, fi.Mode().Perm(), err)
-		}
-	}
-	if fi, err := os.Stat(d.BlobPath(id)); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("blob mode %v, err %v; want 0600", fi.Mode().Perm(), err)
-	}
-	// Idempotent, and no temporary files left behind.
-	if err := d.PutBlob(id, data); err != nil {
-		t.Fatal(err)
-	}
-	ents, _ := os.ReadDir(filepath.Dir(d.BlobPath(id)))
-	if len(ents) != 1 {
-		t.Errorf("blob dir holds %d entries, want 1", len(ents))
-	}
-	for _, bad := range []string{"", "../../etc/passwd", id[:IDLen-1], id + "a", "G" + id[1:], "0" + id[1:], "../" + id[3:]} {
-		if _, err := d.OpenBlob(bad); !errors.Is(err, ErrBadID) {
-			t.Errorf("OpenBlob(%q) err = %v, want ErrBadID", bad, err)
-		}
-		if d.PutBlob(bad, data) == nil {
-			t.Errorf("PutBlob(%q) accepted", bad)
-		}
-	}
-	if _, err := d.OpenBlob(ID([]byte("other"))); !errors.Is(err, ErrNotFound) {
-		t.Errorf("missing blob err = %v", err)
-	}
-
-	if err := d.Put("calibration/m", []byte(`{"f":1.1}`)); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := d.Get("calibration/m"); err != nil || string(v) != `{"f":1.1}` {
-		t.Errorf("Get = %q, %v", v, err)
-	}
-	if _, err := d.Get("nope"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get missing err = %v", err)
-	}
-
-	// Sweep removes what is older than the TTL and keeps the rest.
-	fresh := []byte("fresh")
-	if err := d.PutBlob(ID(fresh), fresh); err != nil {
-		t.Fatal(err)
-	}
-	old := time.Now().Add(-2 * time.Hour)
-	os.Chtimes(d.BlobPath(id), old, old)
-	n, err := d.Sweep(time.Now())
-	if err != nil || n != 1 {
-		t.Fatalf("Sweep = %d, %v; want 1", n, err)
-	}
-	if d.HasBlob(id) || !d.HasBlob(ID(fresh)) {
-		t.Error("Sweep removed the wrong blob")
-	}
-	// Putting a blob again refreshes its age.
-	os.Chtimes(d.BlobPath(ID(fresh)), old, old)
-	d.PutBlob(ID(fresh), fresh)
-	if n, _ := d.Sweep(time.Now()); n != 0 {
-		t.Error("refreshed blob was swept")
-	}
-}
-
-func TestDirConcurrent(t *testing.T) {
-	d, err := OpenDir(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := make([]byte, 1<<16)
-	for i := range data {
-		data[i] = byte(i)
-	}
-	id := ID(data)
-	var wg sync.WaitGroup
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := d.PutBlob(id, data); err != nil {
-				t.Error(err)
-			}
-			if rc, err := d.OpenBlob(id); err == nil {
-				b, _ := io.ReadAll(rc)
-				rc.Close()
-				if len(b) != len(data) {
-					t.Errorf("reader saw %d bytes", len(b))
-				}
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-func TestMemory(t *testing.T) {
-	m := NewMemory()
-	data := []byte("x")
-	if err := m.PutBlob(ID(data), data); err != nil {
-		t.Fatal(err)
-	}
-	data[0] = 'y' // the store must not retain the caller's slice
-	rc, _ := m.OpenBlob(ID([]byte("x")))
-	b, _ := io.ReadAll(rc)
-	if string(b) != "x" || m.Len() != 1 {
-		t.Errorf("blob %q len %d", b, m.Len())
-	}
-}
 
 func TestBlobsKeep(t *testing.T) {
 	m := NewMemory()
@@ -168,5 +40,41 @@ func TestBlobsKeep(t *testing.T) {
 	k2, _ := b.KeepFrom([]byte("xy"), dec)
 	if calls != 1 || k1 != k2 || k1.ID != ID([]byte("éxy")) || k1.Chars != 3 {
 		t.Errorf("KeepFrom: %d decodes, %+v %+v", calls, k1, k2)
+	}
+}
+
+// TestCannotWrite: the OS errors OpenDir reports as ErrNotWritable, and
+// some it does not. EROFS, ENOSPC and EDQUOT cannot be produced in a test
+// without mounting a file system; EACCES, EPERM and ENOTDIR are also
+// produced for real by TestOpenDirNotWritable.
+func TestCannotWrite(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{syscall.EACCES, true},
+		{syscall.EPERM, true},
+		{syscall.EROFS, true},
+		{syscall.ENOSPC, true},
+		{syscall.EDQUOT, true},
+		{syscall.ENOTDIR, true},
+		{fs.ErrPermission, true},
+		{syscall.EIO, false},
+		{syscall.ELOOP, false},
+		{syscall.EINVAL, false},
+		{fs.ErrNotExist, false},
+		{errors.New("other"), false},
+	} {
+		t.Run(fmt.Sprint(tc.err), func(t *testing.T) {
+			err := fmt.Errorf("wrapped: %w", &os.PathError{Op: "mkdir", Path: "/data", Err: tc.err})
+			if got := cannotWrite(err); got != tc.want {
+				t.Errorf("cannotWrite = %v, want %v", got, tc.want)
+			}
+			w := notWritable("/data", err)
+			if errors.Is(w, ErrNotWritable) != tc.want || !errors.Is(w, tc.err) {
+				t.Errorf("notWritable(%v) = %v: matches ErrNotWritable %v (want %v), wraps the OS error %v",
+					tc.err, w, errors.Is(w, ErrNotWritable), tc.want, errors.Is(w, tc.err))
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package clear
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
@@ -104,17 +105,17 @@ func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, 
 // the size, and where the full text is kept.
 func (p *Pass) resultStub(r *pipeline.Request, b *conversation.Block, first bool) (splice.Edit, error) {
 	c := r.Conv
-	key := p.memo.key(c.Bytes(b.Content), 'r', first, c.Bytes(b.Name))
-	if repl, ok := p.memo.get(key); ok {
-		return splice.Edit{Span: b.Content, Repl: repl}, nil
+	key := p.memo.key(c.Bytes(b.Content), 'r', first, c.Bytes(b.Name), p.blobs.Epoch())
+	if m, ok := p.memo.get(key); ok {
+		return splice.Edit{Span: b.Content, Repl: m.repl, Blob: m.blob}, nil
 	}
 	k, err := p.blobs.KeepFrom(c.Bytes(b.Content), func([]byte) ([]byte, error) { return resultText(c, b) })
 	if err != nil {
 		return splice.Edit{}, err
 	}
-	repl := jsonscan.AppendQuote(nil, p.stub(c.ToolName(b)+" result, ", k, first))
-	p.memo.put(key, repl)
-	return splice.Edit{Span: b.Content, Repl: repl}, nil
+	m := stubEdit{repl: jsonscan.AppendQuote(nil, p.stub(c.ToolName(b)+" result, ", k, first)), blob: k.ID}
+	p.memo.put(key, m)
+	return splice.Edit{Span: b.Content, Repl: m.repl, Blob: m.blob}, nil
 }
 
 // stub renders the text that replaces a cleared item.
@@ -180,12 +181,13 @@ const inputFieldMin = 200
 // with a stub and keeping the small ones (file paths, flags) verbatim.
 func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool) (splice.Edit, error) {
 	c := r.Conv
-	key := p.memo.key(c.Bytes(b.Input), 'i', first, nil)
-	if repl, ok := p.memo.get(key); ok {
-		return splice.Edit{Span: b.Input, Repl: repl}, nil
+	key := p.memo.key(c.Bytes(b.Input), 'i', first, nil, p.blobs.Epoch())
+	if m, ok := p.memo.get(key); ok {
+		return splice.Edit{Span: b.Input, Repl: m.repl, Blob: m.blob}, nil
 	}
 	body := c.Body
 	var out []byte
+	var ids []string // of the blobs the stubs name
 	out = append(out, '{')
 	firstMember := true
 	_, err := jsonscan.ObjectEach(body, b.Input.Start, 0, func(k jsonscan.Span, v int) (int, error) {
@@ -212,6 +214,7 @@ func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool)
 			return 0, err
 		}
 		out = jsonscan.AppendQuote(out, p.stub("", kept, first))
+		ids = append(ids, kept.ID)
 		first = false
 		return val.End, nil
 	})
@@ -219,8 +222,9 @@ func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool)
 		return splice.Edit{}, err
 	}
 	out = append(out, '}')
-	p.memo.put(key, out)
-	return splice.Edit{Span: b.Input, Repl: out}, nil
+	m := stubEdit{repl: out, blob: strings.Join(ids, " ")}
+	p.memo.put(key, m)
+	return splice.Edit{Span: b.Input, Repl: m.repl, Blob: m.blob}, nil
 }
 
 // removeThinking removes the thinking blocks of message mi, or replaces

@@ -2,6 +2,7 @@ package clear
 
 import (
 	"bytes"
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 
@@ -12,19 +13,28 @@ import (
 // fast hash of what they replace: every request of a session re-sends the
 // cleared items, and rendering a stub (a hash for the blob id, a store
 // write) should happen once. A stub is a function of its key's inputs, so
-// the memo never changes an output. The stored slices are shared and
-// never modified (splice copies them). Safe for concurrent use; bounded.
+// the memo never changes an output. The key includes the blob store's
+// epoch (store.Blobs.Epoch): when a blob a stub names was lost, the next
+// request renders the stub again, which stores the blob again. The stored
+// slices are shared and never modified (splice copies them). Safe for
+// concurrent use; bounded.
 type memo struct {
 	once sync.Once
 	seed maphash.Seed
 	mu   sync.Mutex
-	m    map[uint64][]byte
+	m    map[uint64]stubEdit
+}
+
+// stubEdit is a rendered stub and the blobs it names (splice.Edit.Blob).
+type stubEdit struct {
+	repl []byte
+	blob string
 }
 
 const maxMemo = 1 << 16
 
-func (m *memo) key(raw []byte, kind byte, first bool, name []byte) uint64 {
-	m.once.Do(func() { m.seed = maphash.MakeSeed(); m.m = map[uint64][]byte{} })
+func (m *memo) key(raw []byte, kind byte, first bool, name []byte, epoch uint64) uint64 {
+	m.once.Do(func() { m.seed = maphash.MakeSeed(); m.m = map[uint64]stubEdit{} })
 	var h maphash.Hash
 	h.SetSeed(m.seed)
 	h.Write(raw)
@@ -33,23 +43,25 @@ func (m *memo) key(raw []byte, kind byte, first bool, name []byte) uint64 {
 		h.WriteByte(1)
 	}
 	h.Write(name)
+	var e [8]byte
+	h.Write(binary.LittleEndian.AppendUint64(e[:0], epoch))
 	return h.Sum64() ^ uint64(len(raw))
 }
 
-func (m *memo) get(k uint64) ([]byte, bool) {
+func (m *memo) get(k uint64) (stubEdit, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b, ok := m.m[k]
-	return b, ok
+	e, ok := m.m[k]
+	return e, ok
 }
 
-func (m *memo) put(k uint64, b []byte) {
+func (m *memo) put(k uint64, e stubEdit) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.m) >= maxMemo {
 		clear(m.m)
 	}
-	m.m[k] = b
+	m.m[k] = e
 }
 
 // toolRule is what the configuration says of one tool.

@@ -20,7 +20,8 @@ package clear
 //     sent (no signature on altered thinking);
 //  5. every stub names a blob that the store (the fresh one included)
 //     holds with the original content: a result's text, an input field's
-//     value, a trimmed run's messages;
+//     value, a trimmed run's messages; and the pipeline's Result.Blobs
+//     lists exactly the blobs the stubs name;
 //  6. every event of the plan frees at least clear_at_least tokens from a
 //     request over the trigger, and the "edit-event" note is set exactly
 //     on the requests where the plan has an event;
@@ -80,6 +81,8 @@ import (
 	"github.com/ctxguard/ctxguard/tokens"
 	"github.com/ctxguard/ctxguard/transcript"
 	"github.com/ctxguard/ctxguard/validate"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 const propBaseURL = "http://127.0.0.1:8787"
@@ -343,6 +346,15 @@ func checkRequest(t testing.TB, pc propConfig, where string, orig []byte, longPi
 	// 5. Stubs and blobs, in both stores.
 	cur.stubResults, cur.stubInputs, cur.dropped = checkStubs(t, where, cur, freshStore, cache)
 	checkStubs(t, where, cur, longStore, cache)
+	// 5b. The result lists exactly the blobs the body names (so the
+	// caller keeps those alive), from a fresh pass and a memoizing one.
+	named := blobsNamed(orig, sent)
+	if d := cmp.Diff(named, res.Blobs, cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
+		t.Errorf("%s: Result.Blobs is not what the body names (-named +Blobs):\n%s", where, d)
+	}
+	if d := cmp.Diff(named, resLong.Blobs, cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
+		t.Errorf("%s: the long-lived pass's Result.Blobs is not what the body names (-named +Blobs):\n%s", where, d)
+	}
 	if cur.origSegs, err = prompt.Parse(orig); err != nil {
 		t.Fatal(err)
 	}
@@ -368,6 +380,19 @@ func checkRequest(t testing.TB, pc propConfig, where string, orig []byte, longPi
 		t.Errorf("%s: rewritten without any event: %s", where, firstDiff(orig, sent))
 	}
 	return cur, !t.Failed()
+}
+
+// blobsNamed returns the distinct blob ids that sent names ("blob <id>")
+// and orig does not, sorted.
+func blobsNamed(orig, sent []byte) []string {
+	var ids []string
+	for _, m := range blobRef.FindAllSubmatch(sent, -1) {
+		if !bytes.Contains(orig, m[0]) {
+			ids = append(ids, string(m[1]))
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // planFor returns the plan the pass makes for a request.

@@ -122,9 +122,13 @@ func (p *Pass) dropRun(r *pipeline.Request, a, b int) ([]splice.Edit, error) {
 		} else if len(uKeep) == 0 {
 			uKeep = [][]byte{textJSON("[tool results dropped by ctxguard]")}
 		}
+		var blob string // the note's
+		if last {
+			blob = kept.ID
+		}
 		out = append(out,
 			splice.Edit{Span: asst.Content, Repl: appendArray(nil, aKeep)},
-			splice.Edit{Span: user.Content, Repl: appendArray(nil, uKeep)})
+			splice.Edit{Span: user.Content, Repl: appendArray(nil, uKeep), Blob: blob})
 	}
 	return out, nil
 }

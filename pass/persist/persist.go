@@ -239,7 +239,7 @@ func (p *Pass) persist(r *pipeline.Request, cd candidate) (splice.Edit, error) {
 	fmt.Fprintf(&b, "To see all of it, %s (use offsets or grep for parts).\nPreview (first %s bytes):\n", strings.Join(where, ", or "), stub.Commas(len(head)))
 	b.Write(head)
 	b.WriteString("\n…\n</ctxguard-persisted>")
-	return splice.Edit{Span: cd.part.Text, Repl: jsonscan.AppendQuote(nil, b.String())}, nil
+	return splice.Edit{Span: cd.part.Text, Repl: jsonscan.AppendQuote(nil, b.String()), Blob: ref.ID}, nil
 }
 
 // chars counts the characters of a JSON string literal without decoding

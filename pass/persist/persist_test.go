@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
@@ -113,6 +116,7 @@ func TestPersist(t *testing.T) {
 				t.Fatalf("result texts: %d before, %d after, want %d", len(before), len(after), len(tc.persisted))
 			}
 			n := 0
+			var ids []string // of the blobs the previews name
 			for i, want := range tc.persisted {
 				got := strings.HasPrefix(strings.TrimPrefix(after[i], "text:"), "<ctxguard-persisted>")
 				if got != want {
@@ -129,6 +133,7 @@ func TestPersist(t *testing.T) {
 				// where it is and shows its head.
 				orig := strings.TrimPrefix(before[i], "text:")
 				id := store.ID([]byte(orig))
+				ids = append(ids, id)
 				rc, err := st.OpenBlob(id)
 				if err != nil {
 					t.Fatalf("blob %s: %v", id, err)
@@ -146,6 +151,11 @@ func TestPersist(t *testing.T) {
 			}
 			if st.Len() != n {
 				t.Errorf("store holds %d blobs, want %d", st.Len(), n)
+			}
+			// The result lists the blobs the previews name, for the
+			// caller to keep alive.
+			if d := cmp.Diff(ids, res.Blobs, cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
+				t.Errorf("Result.Blobs (-previews +Blobs):\n%s", d)
 			}
 			if n == 0 && !bytes.Equal(res.Body, orig) {
 				t.Error("nothing persisted but the body changed")
