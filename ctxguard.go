@@ -111,7 +111,7 @@ func WithClock(now func() time.Time) Option { return func(g *Guard) { g.now = no
 // adopted if empty, refused if it holds files that are not ctxguard's).
 // If the data directory cannot be written (store.ErrNotWritable), the
 // Guard serves without persistence: removed content is kept in memory,
-// at most cfg.Limits.MemoryStore bytes (0: no cap), for cfg.BlobTTL after
+// at most cfg.Limits.MemoryStore bytes, for cfg.BlobTTL after
 // its last use, and lost on exit; a warning says so and Persistent
 // reports false.
 func New(cfg config.Config, opts ...Option) (*Guard, error) {
@@ -138,7 +138,7 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 	}
 	g.blobs = &store.Blobs{Store: g.store, TTL: cfg.BlobTTL, Now: g.now}
 	if cfg.Local.Access != "off" {
-		g.blobs.BaseURL = "http://" + cfg.Listen
+		g.blobs.BaseURL = "http://" + config.LocalAddr(cfg.Listen)
 	}
 	g.pipe, err = Compile(cfg, g.blobs, g.log)
 	if err != nil {
@@ -168,10 +168,7 @@ func (g *Guard) openStore() (store.Store, error) {
 	if !errors.Is(err, store.ErrNotWritable) {
 		return nil, err
 	}
-	limit := "with no size cap"
-	if c := cfg.Limits.MemoryStore; c > 0 {
-		limit = "at most " + strconv.FormatFloat(float64(c)/(1<<20), 'f', -1, 64) + " MiB"
-	}
+	limit := "at most " + strconv.FormatFloat(float64(cfg.Limits.MemoryStore)/(1<<20), 'f', -1, 64) + " MiB"
 	g.log.Warn("the data dir "+cfg.DataDir+" cannot be written; serving without persistence: removed content is kept in memory only, "+limit+", and lost on exit",
 		"data_dir", cfg.DataDir, "reason", err, "memory_store", cfg.Limits.MemoryStore)
 	return store.NewMemoryWith(store.MemoryOptions{MaxBytes: cfg.Limits.MemoryStore, TTL: cfg.BlobTTL, Now: g.now}), nil

@@ -329,6 +329,20 @@ func LoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// LocalAddr returns the address a client on this machine reaches a
+// listener at listen on: an unspecified host (0.0.0.0, ::, none) becomes
+// 127.0.0.1.
+func LocalAddr(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
 // minTokenLen is the shortest auth token accepted.
 const minTokenLen = 16
 
@@ -431,8 +445,8 @@ func (l Limits) validate(maxBody int64) []error {
 	if l.SessionIdle < 0 {
 		errs = append(errs, fmt.Errorf("limits.session_idle: %v is negative", l.SessionIdle))
 	}
-	if l.MemoryStore < 0 {
-		errs = append(errs, fmt.Errorf("limits.memory_store: %d is negative", l.MemoryStore))
+	if l.MemoryStore <= 0 {
+		errs = append(errs, fmt.Errorf("limits.memory_store: %d must be positive", l.MemoryStore))
 	}
 	return errs
 }

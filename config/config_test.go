@@ -238,3 +238,19 @@ func TestTimeoutsPrinted(t *testing.T) {
 		}
 	}
 }
+
+func TestLocalAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:8787": "127.0.0.1:8787",
+		"0.0.0.0:8787":   "127.0.0.1:8787",
+		"[::]:8787":      "127.0.0.1:8787",
+		":8787":          "127.0.0.1:8787",
+		"[::1]:8787":     "[::1]:8787",
+		"localhost:1":    "localhost:1",
+		"10.0.0.2:80":    "10.0.0.2:80",
+	} {
+		if got := LocalAddr(in); got != want {
+			t.Errorf("LocalAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

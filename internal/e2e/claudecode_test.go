@@ -29,6 +29,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/internal/module"
 	"github.com/ctxguard/ctxguard/internal/procs"
 	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/validate"
@@ -119,7 +120,7 @@ func claudeVersionOf(bin string) (string, error) {
 // startCtxguard builds cmd/ctxguard and runs "ctxguard serve" in front of
 // upstream; it returns the running process.
 func startCtxguard(t *testing.T, tmp, upstream string) *procs.Proc {
-	root, err := procs.ModuleRoot(".")
+	root, err := module.Root(".")
 	if err != nil {
 		t.Fatal(err)
 	}

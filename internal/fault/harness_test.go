@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
+	"github.com/ctxguard/ctxguard/internal/module"
 	"github.com/ctxguard/ctxguard/internal/procs"
 )
 
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	root, err := procs.ModuleRoot(".")
+	root, err := module.Root(".")
 	if err == nil {
 		var bins []string
 		bins, err = procs.Build(context.Background(), root, dir, "./cmd/ctxguard")

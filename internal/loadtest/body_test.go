@@ -6,12 +6,13 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/ctxguard/ctxguard/internal/module"
 	"github.com/ctxguard/ctxguard/validate"
 )
 
 func testSource(t *testing.T) *Source {
 	t.Helper()
-	root, err := ModuleRoot(".")
+	root, err := module.Root(".")
 	if err != nil {
 		t.Fatal(err)
 	}

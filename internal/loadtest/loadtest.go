@@ -94,6 +94,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ctxguard/ctxguard/internal/module"
 	"github.com/ctxguard/ctxguard/internal/procs"
 )
 
@@ -114,7 +115,7 @@ const (
 
 // Options configure a Run. Zero fields take the defaults given.
 type Options struct {
-	// Root is the module's folder (default: ModuleRoot of the working
+	// Root is the module's folder (default: module.Root of the working
 	// directory). The proxies are built from it and the default sessions
 	// found beside it; it is not needed when both binaries and Sessions
 	// are given.
@@ -163,7 +164,7 @@ func (o *Options) defaults() error {
 		if err != nil {
 			return err
 		}
-		if o.Root, err = ModuleRoot(wd); err != nil {
+		if o.Root, err = module.Root(wd); err != nil {
 			return err
 		}
 	}

@@ -8,13 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/ctxguard/ctxguard/internal/procs"
 )
-
-// ModuleRoot returns the folder holding the go.mod of module
-// github.com/ctxguard/ctxguard, searching dir and its parents.
-func ModuleRoot(dir string) (string, error) { return procs.ModuleRoot(dir) }
 
 // clockTick is the unit of utime and stime in /proc/PID/stat: USER_HZ,
 // which Linux fixes at 100 for user space on every architecture Go

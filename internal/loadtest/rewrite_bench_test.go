@@ -8,6 +8,7 @@ import (
 	"github.com/ctxguard/ctxguard"
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/module"
 	"github.com/ctxguard/ctxguard/tokens"
 )
 
@@ -18,7 +19,7 @@ import (
 // pass on (the harness's configuration). Profile it with -cpuprofile;
 // compare runs with benchstat.
 func BenchmarkRewrite(b *testing.B) {
-	root, err := ModuleRoot(".")
+	root, err := module.Root(".")
 	if err != nil {
 		b.Fatal(err)
 	}

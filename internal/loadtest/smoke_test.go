@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ctxguard/ctxguard/internal/module"
 )
 
 // TestRunSmoke runs the whole harness briefly: it builds ctxguard and the
@@ -17,7 +19,7 @@ func TestRunSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs ctxguard and the passthrough as processes")
 	}
-	root, err := ModuleRoot(".")
+	root, err := module.Root(".")
 	if err != nil {
 		t.Fatal(err)
 	}

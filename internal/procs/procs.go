@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,28 +20,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ctxguard/ctxguard/config"
 )
-
-// Module is the path of ctxguard's module.
-const Module = "github.com/ctxguard/ctxguard"
-
-// ModuleRoot returns the folder holding the go.mod of module
-// github.com/ctxguard/ctxguard, searching dir and its parents.
-func ModuleRoot(dir string) (string, error) {
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
-		if err == nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("module "+Module+"\n")) {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("procs: no go.mod of %s in %s or above", Module, dir)
-		}
-	}
-}
 
 // Build compiles the packages (e.g. "./cmd/ctxguard") of the module at
 // root into dir with one `go build`, and returns the binaries' paths in
@@ -137,7 +117,7 @@ func Start(name, bin string, env []string, args ...string) (*Proc, error) {
 	}()
 	select {
 	case a := <-addr:
-		p.URL = "http://" + dialable(a)
+		p.URL = "http://" + config.LocalAddr(a)
 		return p, nil
 	case <-p.waited:
 		return nil, fmt.Errorf("procs: %s exited before listening (%v): %s", name, p.werr, p.Tail())
@@ -145,18 +125,6 @@ func Start(name, bin string, env []string, args ...string) (*Proc, error) {
 		p.Stop()
 		return nil, fmt.Errorf("procs: %s did not listen within 60s: %s", name, p.Tail())
 	}
-}
-
-// dialable turns a listen address into one a client can dial.
-func dialable(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
 }
 
 // Log returns what the process wrote to stderr so far (its first 16 MiB).

@@ -14,27 +14,3 @@ func TestParseStatusMem(t *testing.T) {
 		t.Error("ParseStatusMem without VmHWM: no error")
 	}
 }
-
-func TestDialable(t *testing.T) {
-	for in, want := range map[string]string{
-		"127.0.0.1:8787": "127.0.0.1:8787",
-		"0.0.0.0:8787":   "127.0.0.1:8787",
-		"[::]:8787":      "127.0.0.1:8787",
-		"[::1]:8787":     "[::1]:8787",
-		"localhost:1":    "localhost:1",
-	} {
-		if got := dialable(in); got != want {
-			t.Errorf("dialable(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestModuleRoot(t *testing.T) {
-	root, err := ModuleRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ModuleRoot(t.TempDir()); err == nil {
-		t.Errorf("a folder outside the module gave a root (the module is at %s)", root)
-	}
-}

@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ctxguard/ctxguard/internal/procs"
+	"github.com/ctxguard/ctxguard/internal/module"
 )
 
 // Env is the environment variable that overrides where the data is, or
@@ -27,7 +27,7 @@ const Env = "CTXGUARD_SHARED_DATA"
 func Root() (string, error) {
 	dir := os.Getenv(Env)
 	if dir == "" {
-		mod, err := procs.ModuleRoot(".")
+		mod, err := module.Root(".")
 		if err != nil {
 			return "", err
 		}
