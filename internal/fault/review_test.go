@@ -454,3 +454,38 @@ func TestMemoryAfterLoad(t *testing.T) {
 }
 
 var blobURL = regexp.MustCompile(`/ctxguard/v1/blobs/([a-z]{13})\b`)
+
+// TestLostBlobStoredAgain: blobs a live session's stubs name that vanish
+// from the data dir (deleted by hand, or by another process's sweep) are
+// stored again by the session's next requests, in the running process.
+// (Before: the process remembered what it had stored and never wrote it
+// again, so a stub could point at a deleted file for good.)
+func TestLostBlobStoredAgain(t *testing.T) {
+	bodies := sessionStream(t)
+	up := newUpstream(t)
+	// A short blob_ttl makes uses refresh blobs every second (ttl/8), so
+	// a lost one is noticed quickly.
+	in := start(t, serveOpts{upstream: up.URL, config: "blob_ttl: 8s\n"})
+	half := len(bodies) * 3 / 4
+	replay(t, in, bodies[:half])
+	sent := up.messages()
+	ids := map[string]bool{}
+	for _, m := range blobRef.FindAllSubmatch(sent[len(sent)-1], -1) {
+		ids[string(m[1])] = true
+	}
+	if len(ids) == 0 {
+		t.Fatal("no blob referenced: the test checks too little")
+	}
+	for id := range ids {
+		if err := os.Remove(filepath.Join(in.dataDir, "blobs", id+".txt")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // past the refresh interval
+	replay(t, in, bodies[half:half+3])
+	for id := range ids {
+		if _, err := os.Stat(filepath.Join(in.dataDir, "blobs", id+".txt")); err != nil {
+			t.Errorf("blob %s not stored again: %v", id, err)
+		}
+	}
+}
