@@ -259,6 +259,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return usageError{cmd: "ctxguard serve", err: err}
 	}
 	log := newLogger(cfg, stderr)
+	if limit, set := memoryLimit(cfg.Limits); set {
+		log.Debug("soft memory limit", "bytes", limit)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
@@ -316,4 +319,24 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// runtimeOverhead is what serve's memory limit allows beyond the bytes
+// the limits bound: the caches (blob and stub memos, the HTML cache: about
+// 40 MiB at most), pools and the runtime itself.
+const runtimeOverhead = 128 << 20
+
+// memoryLimit sets the Go runtime's soft memory limit to what the limits
+// bound (request bytes in flight, remembered sessions) plus
+// runtimeOverhead, so that garbage does not push the process far past
+// what it holds live: the collector works harder as the heap nears the
+// limit instead of letting it grow to twice the live bytes. A GOMEMLIMIT
+// in the environment wins. It reports the limit and whether it set it.
+func memoryLimit(l config.Limits) (int64, bool) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return debug.SetMemoryLimit(-1), false
+	}
+	limit := l.MaxBuffered + l.SessionMemory + runtimeOverhead
+	debug.SetMemoryLimit(limit)
+	return limit, true
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -250,5 +251,19 @@ func TestREADMEConfig(t *testing.T) {
 				t.Errorf("README config block lacks the top-level key %q", k)
 			}
 		}
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	t.Setenv("GOMEMLIMIT", "")
+	l := config.Defaults().Limits
+	limit, set := memoryLimit(l)
+	if !set || limit != l.MaxBuffered+l.SessionMemory+runtimeOverhead || debug.SetMemoryLimit(-1) != limit {
+		t.Errorf("memoryLimit = %d, %v; runtime limit %d", limit, set, debug.SetMemoryLimit(-1))
+	}
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	if _, set := memoryLimit(l); set {
+		t.Error("GOMEMLIMIT in the environment was overridden")
 	}
 }
