@@ -124,7 +124,9 @@ func TestSlowReaderGetsEveryByte(t *testing.T) {
 			b = b[n:]
 		}
 	})
-	const idle = 200 * time.Millisecond
+	// Long enough that a busy machine (the race detector, packages
+	// tested in parallel) never starves the upstream that long.
+	const idle = time.Second
 	srv, logs := newProxyServer(t, up.URL, Options{Timeouts: Timeouts{Idle: idle}})
 	req, _ := http.NewRequest("POST", srv.URL+"/v1/messages", strings.NewReader(streamReq))
 	req.Header = jsonHeader()
@@ -139,7 +141,7 @@ func TestSlowReaderGetsEveryByte(t *testing.T) {
 	if _, err := io.ReadFull(res.Body, first); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * idle) // the client reads nothing; the proxy's writes block
+	time.Sleep(3 * idle) // the client reads nothing; the proxy's writes block
 	rest, err := io.ReadAll(res.Body)
 	if got := append(first, rest...); err != nil || sha(got) != sha(answer) {
 		t.Errorf("client got %d of %d bytes (%v)", len(got), len(answer), err)
@@ -169,7 +171,7 @@ func TestClientWriteTimeout(t *testing.T) {
 		case <-time.After(10 * time.Second):
 		}
 	})
-	srv, logs := newProxyServer(t, up.URL, Options{Timeouts: Timeouts{ClientWrite: 200 * time.Millisecond, Idle: 100 * time.Millisecond}})
+	srv, logs := newProxyServer(t, up.URL, Options{Timeouts: Timeouts{ClientWrite: 200 * time.Millisecond, Idle: 5 * time.Second}})
 	req, _ := http.NewRequest("POST", srv.URL+"/v1/messages", strings.NewReader(streamReq))
 	req.Header = jsonHeader()
 	res, err := rawClient().Do(req)
