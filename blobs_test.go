@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
@@ -87,7 +88,7 @@ func TestGuardKeepsBlobsInUse(t *testing.T) {
 			old, persisted := 0, 0
 			for k, body := range reqs {
 				now := clk.Advance(gap)
-				res := g.RewriteBody(context.Background(), sessionHeader(0), body)
+				res := g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(0), body)
 				if res.Err != nil {
 					t.Fatal(res.Err)
 				}
@@ -140,7 +141,7 @@ func TestGuardHealsLostBlobs(t *testing.T) {
 	control := newGuard(t, cfg, WithStore(d), WithClock(clk.Now))
 	want := make([][]byte, len(reqs))
 	for i, body := range reqs {
-		want[i] = control.RewriteBody(context.Background(), nil, body).Body
+		want[i] = control.RewriteBody(context.Background(), anthropic.Protocol, nil, body).Body
 	}
 	// The loss: after request k, one whose persisted previews are still
 	// sent two requests later (a persisted result is stored again only if
@@ -160,7 +161,7 @@ func TestGuardHealsLostBlobs(t *testing.T) {
 	var lost, lostPersisted []string
 	for i, body := range reqs[:k+3] {
 		clk.Advance(time.Minute)
-		res := g.RewriteBody(context.Background(), sessionHeader(0), body)
+		res := g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(0), body)
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
@@ -222,7 +223,7 @@ func TestGuardUsesOnlySentBodies(t *testing.T) {
 		g := newGuard(t, cfg, WithStore(st), WithClock(clk.Now))
 		for _, body := range reqs {
 			clk.Advance(time.Hour)
-			g.RewriteBody(context.Background(), sessionHeader(0), body)
+			g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(0), body)
 		}
 		if got := st.Touches.Load(); (got > 0) == dry {
 			t.Errorf("dry run %v: %d touches", dry, got)
@@ -259,7 +260,7 @@ func TestGuardNotWritable(t *testing.T) {
 			t.Errorf("the warning lacks %q:\n%s", want, l)
 		}
 	}
-	res := g.RewriteBody(context.Background(), nil, bigResult())
+	res := g.RewriteBody(context.Background(), anthropic.Protocol, nil, bigResult())
 	if res.Err != nil || !res.Changed {
 		t.Fatalf("rewrite: changed %v, err %v", res.Changed, res.Err)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/pass/persist"
 	"github.com/ctxguard/ctxguard/pipeline"
+	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/session"
 	"github.com/ctxguard/ctxguard/store"
@@ -45,14 +46,15 @@ const BypassHeader = "X-Ctxguard-Bypass"
 
 // Guard rewrites requests. Build it with New.
 type Guard struct {
-	cfg    config.Config
-	log    *slog.Logger
-	models *model.Registry
-	store  store.Store
-	blobs  *store.Blobs
-	pipe   *pipeline.Pipeline
-	calib  *tokens.Calibration
-	now    func() time.Time
+	cfg       config.Config
+	protocols []protocol.Protocol // the APIs it knows, most preferred first
+	log       *slog.Logger
+	models    *model.Registry
+	store     store.Store
+	blobs     *store.Blobs
+	pipe      *pipeline.Pipeline
+	calib     *tokens.Calibration
+	now       func() time.Time
 
 	stats    Stats
 	sessions sessions
@@ -121,7 +123,7 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Guard{cfg: cfg, log: slog.New(slog.DiscardHandler), now: time.Now}
+	g := &Guard{cfg: cfg, log: slog.New(slog.DiscardHandler), now: time.Now, protocols: Protocols()}
 	for _, o := range opts {
 		o(g)
 	}
@@ -182,6 +184,13 @@ func (g *Guard) Persistent() bool {
 	return !mem
 }
 
+// Protocols returns the APIs ctxguard speaks, most preferred first: the
+// Anthropic Messages API, the OpenAI Responses API and OpenAI Chat
+// Completions.
+func Protocols() []protocol.Protocol {
+	return []protocol.Protocol{anthropic.Protocol}
+}
+
 // Compile builds the pipeline cfg describes, in the order passes must run:
 // per-result compression first (it shortens a result the same way on every
 // request), then persistence of what is still too large (it stores the
@@ -229,7 +238,7 @@ func (g *Guard) Calibration() *tokens.Calibration { return g.calib }
 // Observe records the usage the API reported for a request whose body
 // ctxguard estimated at estimate tokens. It feeds the calibration, which
 // reports use; rewrite decisions never do (BRIEF principle 3).
-func (g *Guard) Observe(modelID string, estimate int, u anthropic.Usage) {
+func (g *Guard) Observe(modelID string, estimate int, u protocol.Usage) {
 	if g.calib.Observe(modelID, estimate, u.PromptTokens()) {
 		if g.stats.Observed.Add(1)%20 == 0 {
 			g.saveCalibration()
@@ -263,8 +272,10 @@ type Result struct {
 	// the client and by ctxguard.
 	TokensBefore, TokensAfter int
 	Passes                    []pipeline.PassStat
-	Betas                     []string // anthropic-beta values to add
-	Event                     bool     // an edit event: history before the newest turn changed
+	// Headers are list-header values to add upstream (name, value), such
+	// as anthropic-beta, for settings the rewrite needs.
+	Headers [][2]string
+	Event   bool // an edit event: history before the newest turn changed
 	// Skipped says why the body was not rewritten: "bypass", "invalid
 	// json", "not a messages request" or "dry run"; empty when it was.
 	Skipped string
@@ -273,16 +284,16 @@ type Result struct {
 	ID  string // the failure's ID, also in the log line
 }
 
-// RewriteBody rewrites one Messages request body. h is the request's
-// header (may be nil). It never fails: on any problem the result carries
-// the original body.
-func (g *Guard) RewriteBody(ctx context.Context, h http.Header, body []byte) (res Result) {
-	return g.rewriteBody(ctx, h, body, nil)
+// RewriteBody rewrites one request body of protocol proto (one of
+// Protocols). h is the request's header (may be nil). It never fails: on
+// any problem the result carries the original body.
+func (g *Guard) RewriteBody(ctx context.Context, proto protocol.Protocol, h http.Header, body []byte) (res Result) {
+	return g.rewriteBody(ctx, proto, h, body, nil)
 }
 
 // rewriteBody is RewriteBody writing a rewritten body into out's memory
 // (see pipeline.Request.Out).
-func (g *Guard) rewriteBody(ctx context.Context, h http.Header, body, out []byte) (res Result) {
+func (g *Guard) rewriteBody(ctx context.Context, proto protocol.Protocol, h http.Header, body, out []byte) (res Result) {
 	g.stats.Requests.Add(1)
 	res = Result{Body: body}
 	defer g.sessions.record(&res)
@@ -291,13 +302,13 @@ func (g *Guard) rewriteBody(ctx context.Context, h http.Header, body, out []byte
 		res.Skipped = "bypass"
 		return res
 	}
-	mem := g.recent.acquire(memoKey(h))
+	mem := g.recent.acquire(memoKey(proto, h))
 	defer mem.release()
-	c, stable, err := mem.parse(body)
+	c, stable, err := mem.parse(proto, body)
 	if err != nil {
 		g.stats.Bypassed.Add(1)
 		res.Skipped = "invalid json"
-		if errors.Is(err, anthropic.ErrShape) {
+		if errors.Is(err, protocol.ErrShape) {
 			res.Skipped = "not a messages request"
 		}
 		res.Session = session.Key(h, nil)
@@ -330,7 +341,7 @@ func (g *Guard) rewriteBody(ctx context.Context, h http.Header, body, out []byte
 	}
 	if run.Err != nil {
 		g.stats.Failed.Add(1)
-		res.ID = anthropic.NewErrorID()
+		res.ID = protocol.NewErrorID()
 		res.Err = run.Err
 		res.TokensAfter = res.TokensBefore
 		g.log.Error("rewrite failed; forwarding the original body", "id", res.ID, "session", res.Session, "pass", run.FailedIn, "err", run.Err)
@@ -353,7 +364,7 @@ func (g *Guard) rewriteBody(ctx context.Context, h http.Header, body, out []byte
 		res.TokensAfter = res.TokensBefore
 		return res
 	}
-	res.Body, res.Changed, res.Betas = run.Body, run.Changed, run.Betas
+	res.Body, res.Changed, res.Headers = run.Body, run.Changed, run.Headers
 	if res.Changed {
 		g.stats.Rewritten.Add(1)
 	}
@@ -371,11 +382,11 @@ func (g *Guard) rewriteBody(ctx context.Context, h http.Header, body, out []byte
 }
 
 // Rewrite implements proxy.Rewriter.
-func (g *Guard) Rewrite(ctx context.Context, req *http.Request, body []byte) proxy.Outcome {
+func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.Protocol, body []byte) proxy.Outcome {
 	// The rewritten body goes into pooled memory, which the proxy hands
 	// back (Outcome.Release) once the upstream has it.
 	buf := outBufs.get(len(body))
-	res := g.rewriteBody(ctx, req.Header, body, buf)
+	res := g.rewriteBody(ctx, proto, req.Header, body, buf)
 	hdr := http.Header{}
 	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(res.TokensBefore))
 	hdr.Set("X-Ctxguard-Tokens-After", strconv.Itoa(res.TokensAfter))
@@ -404,7 +415,7 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, body []byte) pro
 	}
 	g.log.Debug("rewrite", "session", res.Session, "model", res.Model.ID, "changed", res.Changed,
 		"tokens_before", res.TokensBefore, "tokens_after", res.TokensAfter, "passes", applied, "event", res.Event)
-	out := proxy.Outcome{Body: res.Body, AddBeta: res.Betas, RespHeader: hdr}
+	out := proxy.Outcome{Body: res.Body, AddHeader: res.Headers, RespHeader: hdr}
 	if res.Changed {
 		// The rewritten body is buf's memory (or its grown copy): it goes
 		// back to the pool when the proxy is done with it.
@@ -414,7 +425,7 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, body []byte) pro
 	}
 	if res.Model.ID != "" {
 		id, est := res.Model.ID, res.TokensAfter
-		out.OnUsage = func(u anthropic.Usage) { g.Observe(id, est, u) }
+		out.OnUsage = func(u protocol.Usage) { g.Observe(id, est, u) }
 	}
 	return out
 }
@@ -429,6 +440,7 @@ func (g *Guard) Handler() (*proxy.Proxy, error) {
 	}
 	return proxy.New(proxy.Options{
 		Upstream:    u,
+		Protocols:   g.protocols,
 		MaxBody:     g.cfg.MaxBody,
 		MaxBuffered: g.cfg.Limits.MaxBuffered,
 		AuthToken:   g.cfg.AuthToken,

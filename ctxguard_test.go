@@ -28,6 +28,7 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/transcript"
@@ -97,7 +98,7 @@ func TestFidelityAllOff(t *testing.T) {
 	g := newGuard(t, allOff())
 	for name, bodies := range corpus(t) {
 		for i, b := range bodies {
-			res := g.RewriteBody(context.Background(), nil, b)
+			res := g.RewriteBody(context.Background(), anthropic.Protocol, nil, b)
 			if sha256.Sum256(res.Body) != sha256.Sum256(b) || res.Changed {
 				t.Errorf("%s request %d: body changed with every rule off", name, i)
 			}
@@ -113,7 +114,7 @@ func TestDefaultsValid(t *testing.T) {
 	for name, bodies := range corpus(t) {
 		g := newGuard(t, config.Defaults(), WithStore(store.NewMemory()))
 		for i, b := range bodies {
-			res := g.RewriteBody(context.Background(), nil, b)
+			res := g.RewriteBody(context.Background(), anthropic.Protocol, nil, b)
 			if res.Err != nil {
 				t.Fatalf("%s request %d: %v", name, i, res.Err)
 			}
@@ -137,7 +138,7 @@ func TestSkipped(t *testing.T) {
 		{"not a messages request", nil, []byte(`{"prompt":"hi"}`), "not a messages request"},
 		{"bypass", http.Header{"X-Ctxguard-Bypass": {"1"}}, valid, "bypass"},
 	} {
-		res := g.RewriteBody(context.Background(), tc.header, tc.body)
+		res := g.RewriteBody(context.Background(), anthropic.Protocol, tc.header, tc.body)
 		if res.Skipped != tc.want || !bytes.Equal(res.Body, tc.body) {
 			t.Errorf("%s: skipped %q, body unchanged %v", tc.name, res.Skipped, bytes.Equal(res.Body, tc.body))
 		}
@@ -158,11 +159,11 @@ func TestDryRun(t *testing.T) {
 	cfg.DryRun = true
 	g := newGuard(t, cfg)
 	b := bigResult()
-	res := g.RewriteBody(context.Background(), nil, b)
+	res := g.RewriteBody(context.Background(), anthropic.Protocol, nil, b)
 	if res.Skipped != "dry run" || !bytes.Equal(res.Body, b) {
 		t.Errorf("dry run: skipped %q, unchanged %v", res.Skipped, bytes.Equal(res.Body, b))
 	}
-	live := newGuard(t, config.Defaults()).RewriteBody(context.Background(), nil, b)
+	live := newGuard(t, config.Defaults()).RewriteBody(context.Background(), anthropic.Protocol, nil, b)
 	if !live.Changed || len(live.Body) >= len(b) {
 		t.Fatal("the same body must be rewritten when not in dry run")
 	}
@@ -183,7 +184,7 @@ func TestFailOpen(t *testing.T) {
 	body := []byte(`{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":` + string(q) + `}]}]}`)
 	req := httptest.NewRequest("POST", "/v1/messages", nil)
 	req.Header.Set("X-Api-Key", "sk-ant-KEY123")
-	out := g.Rewrite(context.Background(), req, body)
+	out := g.Rewrite(context.Background(), req, anthropic.Protocol, body)
 	if !bytes.Equal(out.Body, body) {
 		t.Fatal("failing rewrite did not forward the original body")
 	}
@@ -428,7 +429,7 @@ func TestCalibrationPersists(t *testing.T) {
 	st := store.NewMemory()
 	g := newGuard(t, config.Defaults(), WithStore(st))
 	for i := 0; i < 10; i++ {
-		g.Observe("claude-sonnet-4-5", 10_000, anthropic.Usage{InputTokens: 1000, CacheReadInputTokens: 11_000})
+		g.Observe("claude-sonnet-4-5", 10_000, protocol.Usage{Input: 1000, CacheRead: 11_000})
 	}
 	f := g.Calibration().Factor("claude-sonnet-4-5")
 	if f < 1.1 || f > 1.3 {
@@ -481,10 +482,10 @@ func incrementalSameBytes(t *testing.T, cfg config.Config) {
 			if i == len(bodies)/2 {
 				// A break in the stream: an unrelated request of the same
 				// session header, then the stream goes on.
-				long.RewriteBody(context.Background(), h, bodies[0])
+				long.RewriteBody(context.Background(), anthropic.Protocol, h, bodies[0])
 			}
-			got := long.RewriteBody(context.Background(), h, b)
-			fresh := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), h, b)
+			got := long.RewriteBody(context.Background(), anthropic.Protocol, h, b)
+			fresh := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), anthropic.Protocol, h, b)
 			if !bytes.Equal(got.Body, fresh.Body) || got.Event != fresh.Event || got.TokensBefore != fresh.TokensBefore {
 				t.Fatalf("%s request %d: the remembering Guard sent other bytes than a fresh one", name, i)
 			}
@@ -516,7 +517,7 @@ func TestIncrementalConcurrent(t *testing.T) {
 	g := newGuard(t, config.Defaults(), WithStore(store.NewMemory()))
 	want := make([][]byte, len(bodies))
 	for i, b := range bodies {
-		want[i] = newGuard(t, config.Defaults(), WithStore(store.NewMemory())).RewriteBody(context.Background(), nil, b).Body
+		want[i] = newGuard(t, config.Defaults(), WithStore(store.NewMemory())).RewriteBody(context.Background(), anthropic.Protocol, nil, b).Body
 	}
 	h := http.Header{"X-Claude-Code-Session-Id": {"shared"}}
 	var wg sync.WaitGroup
@@ -525,7 +526,7 @@ func TestIncrementalConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i, b := range bodies {
-				if got := g.RewriteBody(context.Background(), h, b).Body; !bytes.Equal(got, want[i]) {
+				if got := g.RewriteBody(context.Background(), anthropic.Protocol, h, b).Body; !bytes.Equal(got, want[i]) {
 					t.Errorf("request %d: other bytes than a fresh Guard", i)
 					return
 				}

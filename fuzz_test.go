@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/store"
 )
@@ -40,10 +41,10 @@ func FuzzRewriteBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		orig := bytes.Clone(body)
-		if r := gOff.RewriteBody(context.Background(), nil, body); !bytes.Equal(r.Body, orig) {
+		if r := gOff.RewriteBody(context.Background(), anthropic.Protocol, nil, body); !bytes.Equal(r.Body, orig) {
 			t.Fatal("all rules off changed the body")
 		}
-		r := gOn.RewriteBody(context.Background(), nil, body)
+		r := gOn.RewriteBody(context.Background(), anthropic.Protocol, nil, body)
 		if !bytes.Equal(body, orig) {
 			t.Fatal("input modified")
 		}

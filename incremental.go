@@ -5,9 +5,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/pipeline"
+	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/session"
 	"github.com/ctxguard/ctxguard/tokens"
 )
@@ -15,7 +15,7 @@ import (
 // A session's next request repeats its last one byte for byte and appends
 // turns (BRIEF, wire facts). The Guard keeps, per recent session, a copy
 // of the last body and its parse, so the next request's parse scans only
-// what is new (anthropic.ParseAfter) and passes can skip the messages they
+// what is new (protocol.Protocol.ParseAfter) and passes can skip the messages they
 // have already judged (pipeline.Request.Stable). Nothing a rewrite decides
 // depends on this memory: with it or without it (a restart, a second
 // instance, an evicted session) the output is the same bytes; the tests
@@ -54,12 +54,12 @@ type memo struct {
 }
 
 // memoKey returns the session key a request can be matched with before it is
-// parsed: a client's session header. Requests without one are not
-// remembered.
-func memoKey(h http.Header) string {
+// parsed: its protocol and a client's session header. Requests without one
+// are not remembered.
+func memoKey(proto protocol.Protocol, h http.Header) string {
 	for _, name := range session.Headers {
 		if v := h.Get(name); v != "" {
-			return name + ":" + v
+			return proto.Name() + "|" + name + ":" + v
 		}
 	}
 	return ""
@@ -125,14 +125,15 @@ func (r *recent) removeLocked(key string, m *memo) int64 {
 	return freed
 }
 
-// parse parses body, reusing what the memo holds.
-func (m *memo) parse(body []byte) (*conversation.Conversation, int, error) {
+// parse parses body with proto, reusing what the memo holds (the memo's
+// key names the protocol).
+func (m *memo) parse(proto protocol.Protocol, body []byte) (*conversation.Conversation, int, error) {
 	if m == nil || m.conv == nil {
-		c, err := anthropic.Parse(body)
+		c, err := proto.Parse(body)
 		return c, 0, err
 	}
-	st := anthropic.Stable(m.conv, body)
-	c, err := anthropic.ParseAfter(body, m.conv, st)
+	st := proto.Stable(m.conv, body)
+	c, err := proto.ParseAfter(body, m.conv, st)
 	return c, st, err
 }
 

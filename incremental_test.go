@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/store/storetest"
@@ -56,7 +57,7 @@ func TestSessionMemoryBounds(t *testing.T) {
 			peak := 0
 			for i := 0; i < 8; i++ {
 				for _, b := range stream[len(stream)-3:] {
-					g.RewriteBody(context.Background(), sessionHeader(i), b)
+					g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(i), b)
 					n, bytes := g.recent.usage()
 					if n > tc.sessions || bytes > tc.bytes {
 						t.Fatalf("session %d: %d memos holding %d bytes; bounds %d and %d", i, n, bytes, tc.sessions, tc.bytes)
@@ -97,7 +98,7 @@ func TestSessionMemorySize(t *testing.T) {
 	stream := longestStream(t)
 	g := newGuard(t, config.Defaults(), WithStore(store.NewMemory()))
 	for _, b := range stream {
-		g.RewriteBody(context.Background(), sessionHeader(0), b)
+		g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(0), b)
 	}
 	_, bytes := g.recent.usage()
 	last := len(stream[len(stream)-1])
@@ -117,7 +118,7 @@ func TestJanitor(t *testing.T) {
 	j := janitor{free: func() { frees++ }}
 	stream := longestStream(t)
 
-	g.RewriteBody(context.Background(), sessionHeader(1), stream[0])
+	g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(1), stream[0])
 	j.tick(g, clock.Now()) // busy: requests since the last tick
 	if frees != 0 {
 		t.Fatalf("memory handed back while busy")
@@ -140,7 +141,7 @@ func TestJanitor(t *testing.T) {
 	if n, _ := g.recent.usage(); n != 0 || frees != 2 {
 		t.Fatalf("after session_idle: %d memos, %d releases; want 0 and 2", n, frees)
 	}
-	g.RewriteBody(context.Background(), sessionHeader(1), stream[0])
+	g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(1), stream[0])
 	j.tick(g, clock.Now())
 	clock.Advance(time.Minute)
 	j.tick(g, clock.Now())
@@ -162,7 +163,7 @@ func TestRecentConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i, b := range stream {
-				g.RewriteBody(context.Background(), sessionHeader((w+i)%5), b)
+				g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader((w+i)%5), b)
 				if n, bytes := g.recent.usage(); n > 3 || bytes > cfg.Limits.SessionMemory {
 					t.Errorf("%d memos, %d bytes", n, bytes)
 					return

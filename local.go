@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
 )
 
@@ -24,7 +25,7 @@ import (
 // and not at all when it is "off"; whatever the access, only to requests
 // whose Host names this machine (or a name in local.hosts), so that a web
 // page cannot read them through DNS rebinding. Handlers return errors;
-// anthropic.WriteError renders them.
+// protocol.Write renders them (in the Messages API's shape).
 func (g *Guard) local() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
@@ -34,7 +35,7 @@ func (g *Guard) local() http.Handler {
 				err = h(w, r)
 			}
 			if err != nil {
-				anthropic.WriteError(r.Context(), w, g.log, err)
+				protocol.Write(r.Context(), w, g.log, anthropic.Protocol, err)
 			}
 		})
 	}
@@ -45,7 +46,7 @@ func (g *Guard) local() http.Handler {
 		return json.NewEncoder(w).Encode(g.sessions.list())
 	})
 	handle("/", func(http.ResponseWriter, *http.Request) error {
-		return anthropic.Errorf(http.StatusNotFound, anthropic.NotFoundError, nil, "no such ctxguard endpoint")
+		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "no such ctxguard endpoint")
 	})
 	return mux
 }
@@ -54,14 +55,14 @@ func (g *Guard) local() http.Handler {
 // endpoint.
 func (g *Guard) localAccess(r *http.Request) error {
 	if g.cfg.Local.Access == "off" {
-		return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, nil, "ctxguard: local endpoints are off (local.access: off)")
+		return protocol.Errorf(http.StatusForbidden, protocol.Permission, nil, "ctxguard: local endpoints are off (local.access: off)")
 	}
 	if !g.localHost(r.Host) {
-		return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, fmt.Errorf("host %q", r.Host),
+		return protocol.Errorf(http.StatusForbidden, protocol.Permission, fmt.Errorf("host %q", r.Host),
 			"ctxguard: local endpoints answer only requests to this machine's own names; add the host name to local.hosts to allow it")
 	}
 	if g.cfg.Local.Access == "loopback" && !loopback(r.RemoteAddr) {
-		return anthropic.Errorf(http.StatusForbidden, anthropic.PermissionError, nil, "ctxguard: served to loopback clients only")
+		return protocol.Errorf(http.StatusForbidden, protocol.Permission, nil, "ctxguard: served to loopback clients only")
 	}
 	return nil
 }
@@ -93,14 +94,14 @@ func (g *Guard) localHost(hostport string) bool {
 func (g *Guard) serveBlob(w http.ResponseWriter, r *http.Request) error {
 	id := strings.TrimSuffix(r.PathValue("id"), ".txt")
 	if !store.ValidID(id) {
-		return anthropic.Errorf(http.StatusBadRequest, anthropic.InvalidRequestError, nil, "ctxguard: invalid blob id")
+		return protocol.Errorf(http.StatusBadRequest, protocol.InvalidRequest, nil, "ctxguard: invalid blob id")
 	}
 	rc, err := g.store.OpenBlob(id)
 	if errors.Is(err, store.ErrNotFound) {
-		return anthropic.Errorf(http.StatusNotFound, anthropic.NotFoundError, nil, "ctxguard: no such blob (it may have expired)")
+		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "ctxguard: no such blob (it may have expired)")
 	}
 	if err != nil {
-		return anthropic.Errorf(http.StatusInternalServerError, anthropic.APIError, err, "ctxguard: blob read failed")
+		return protocol.Errorf(http.StatusInternalServerError, protocol.Internal, err, "ctxguard: blob read failed")
 	}
 	defer rc.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

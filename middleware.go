@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/protocol"
 )
 
 // Middleware rewrites Messages requests made through an HTTP client in
@@ -22,7 +22,17 @@ import (
 // Requests other than POST .../v1/messages pass through untouched; so does
 // any request whose body cannot be read or rewritten (fail open).
 func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
-	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/v1/messages") || req.Body == nil || req.Body == http.NoBody {
+	if req.Body == nil || req.Body == http.NoBody {
+		return next(req)
+	}
+	// The SDK's base URL may have a path of its own: the API's path is
+	// what follows it, from /v1/ on.
+	path := req.URL.Path
+	if i := strings.Index(path, "/v1/"); i > 0 {
+		path = path[i:]
+	}
+	proto := protocol.Pick(g.protocols, req.Method, path, req.Header)
+	if proto == nil || !proto.Rewritable(req.Method, path) {
 		return next(req)
 	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, g.cfg.MaxBody+1))
@@ -32,13 +42,15 @@ func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Re
 		req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
 		return next(req)
 	}
-	res := g.RewriteBody(req.Context(), req.Header, body)
+	res := g.RewriteBody(req.Context(), proto, req.Header, body)
 	out := req.Clone(req.Context())
 	out.Body = io.NopCloser(bytes.NewReader(res.Body))
 	out.ContentLength = int64(len(res.Body))
 	out.Header.Set("Content-Length", strconv.Itoa(len(res.Body)))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(res.Body)), nil }
-	anthropic.AddBeta(out.Header, res.Betas)
+	for _, hv := range res.Headers {
+		protocol.AppendList(out.Header, hv[0], hv[1])
+	}
 	return next(out)
 }
 

@@ -6,13 +6,13 @@ package anthropic
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/protocol"
 )
 
 type (
@@ -22,11 +22,12 @@ type (
 
 // ErrShape is wrapped by Parse errors for bodies that are valid JSON but not
 // a Messages request ctxguard understands (no messages array, a message
-// that is not an object, ...). Such bodies are forwarded untouched.
-var ErrShape = errors.New("not an Anthropic Messages request")
+// that is not an object, ...). Such bodies are forwarded untouched. It is
+// protocol.ErrShape.
+var ErrShape = protocol.ErrShape
 
 func shapeErr(off int, msg string) error {
-	return fmt.Errorf("%w: %s at offset %d", ErrShape, msg, off)
+	return fmt.Errorf("%w: Messages request: %s at offset %d", ErrShape, msg, off)
 }
 
 // Parse locates the parts of a Messages request body in one scan. It
@@ -217,6 +218,7 @@ func (p *parser) parse() (*conv, error) {
 	}
 	p.c.Body = b
 	p.c.Root = root
+	p.c.Dialect = dialect{}
 	p.c.CacheMarkers = p.marks[0] + p.marks[1] + p.marks[2]
 	for i := range p.blocks {
 		r := p.pranges[i]

@@ -3,6 +3,14 @@
 // call, tool result, thinking, image, opaque), every one of them located by
 // byte spans in the original request body.
 //
+// A message is a turn of one side, not always one JSON object: a protocol
+// adapter may make one message of several wire items (the Responses API's
+// reasoning, function_call and message items of one assistant turn; the
+// tool messages answering one Chat Completions assistant message), so that
+// every protocol has the same shape: an assistant message's tool calls are
+// answered by the tool results of the next message. What is protocol
+// specific in writing new bytes is the Dialect's.
+//
 // A Conversation never owns or copies the body it describes: spans index
 // into Conversation.Body, which the caller must keep unchanged for as long
 // as the Conversation is used. A Conversation is immutable once a protocol
@@ -88,7 +96,80 @@ type Conversation struct {
 	ContextManagement Member
 	Metadata          Member
 
+	// Continued is set when the request continues a conversation the
+	// server keeps (the Responses API's previous_response_id): Messages
+	// hold only the new turns, so there is no history to edit.
+	Continued bool
+
+	// Dialect renders, in the protocol's bytes, what passes ask for. It
+	// is set by the adapter that built the Conversation.
+	Dialect Dialect
+
 	release func()
+}
+
+// Dialect is what a protocol adapter knows about writing new bytes into a
+// request of its protocol: the shapes of a text block, a cache marker and
+// a rewritten message, and the request settings a rewrite needs. Passes
+// use it so that they never write protocol bytes themselves. A Dialect is
+// stateless and safe for concurrent use.
+type Dialect interface {
+	// AppendText appends a content block of the protocol holding the JSON
+	// string quoted (quotes included, as sent), for a block of a message
+	// of role r (RoleTool: a part of a tool result). extra, if not empty,
+	// is more object members (key through value) to put in the block.
+	AppendText(dst []byte, r Role, quoted, extra []byte) []byte
+	// KeptBlock returns the bytes block b of message m keeps when the
+	// message is rewritten whole (ReplaceMessage): its own bytes, or a
+	// normalized form (a text block without its cache marker, say).
+	KeptBlock(c *Conversation, m *Message, b *Block) []byte
+	// ReplaceMessage returns the span to replace and the bytes that make
+	// message mi hold exactly blocks (each from KeptBlock or AppendText),
+	// in the message's own role.
+	ReplaceMessage(c *Conversation, mi int, blocks [][]byte) (Span, []byte)
+	// CacheMarker returns the object member that marks a cache
+	// breakpoint on a block (the client's own, copied, when it has one),
+	// or nil when the protocol has none: OpenAI caches prefixes by itself.
+	CacheMarker(c *Conversation) []byte
+	// Settings returns the edits to the body (Span, replacement) and the
+	// header values to add (name, value) that ask the API for the
+	// settings s. Settings a request already states are left as they are;
+	// a protocol without such a setting returns nothing.
+	Settings(c *Conversation, s Settings) (edits []SettingEdit, headers [][2]string)
+	// Image describes the image block or part at sp; ok is false for
+	// anything that is not a well-formed image of the protocol.
+	Image(c *Conversation, sp Span) (img ImageInfo, ok bool)
+	// SessionID returns a session id the request's body carries (Claude
+	// Code's metadata.user_id, the Responses prompt_cache_key), or "".
+	SessionID(c *Conversation) string
+}
+
+// ImageInfo is what a Dialect reads of an image block.
+type ImageInfo struct {
+	Inline bool   // the image data is in the block (base64)
+	Media  string // media type, e.g. "image/png"; "" when not stated
+	Base64 int    // characters of the inline base64 data, padding excluded
+	URL    string // where the image is, when it is not inline (bounded)
+	// Keep is the block's members a replacement must keep (its cache
+	// marker, key through value), or zero.
+	Keep Span
+}
+
+// Settings are request-level settings a rewrite may need.
+type Settings uint8
+
+const (
+	// DropInvalidThinking asks a model that binds thinking blocks to
+	// their prefix to drop, rather than reject, a block whose prefix was
+	// edited.
+	DropInvalidThinking Settings = 1 << iota
+)
+
+// SettingEdit is one change of the body a setting needs: the bytes at
+// Span become Repl (an empty Span inserts).
+type SettingEdit struct {
+	Span Span
+	Repl []byte
 }
 
 // OnRelease sets what Release does; adapters use it to take back the
@@ -142,6 +223,9 @@ type Block struct {
 	Name  Span
 	Call  [2]int
 	Input Span // tool call input value
+	// InputEncoded is set when Input is a JSON string holding the input
+	// as encoded JSON (OpenAI's "arguments"), not the input itself.
+	InputEncoded bool
 
 	Content Span   // tool result content value (string or array)
 	Parts   []Part // tool result content, located

@@ -25,6 +25,7 @@ import (
 	"unsafe"
 
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/splice"
 )
 
@@ -77,8 +78,9 @@ type Request struct {
 	Out []byte
 
 	edits    splice.Set
-	removals []removal
-	betas    []string
+	removals []Span
+	settings conversation.Settings
+	headers  [][2]string
 	notes    []string
 }
 
@@ -98,30 +100,32 @@ func (r *Request) Current(sp Span) ([]byte, error) { return r.edits.Current(r.Co
 // Edited reports whether any earlier edit touches sp.
 func (r *Request) Edited(sp Span) bool { return r.edits.Touches(sp) }
 
-// AddBeta asks for a value to be added to the anthropic-beta header.
-func (r *Request) AddBeta(b string) {
-	for _, x := range r.betas {
-		if x == b {
-			return
-		}
-	}
-	r.betas = append(r.betas, b)
-}
+// Require asks for request settings (conversation.Settings): the
+// conversation's Dialect renders them, as edits counted to the pass that
+// asked and headers the caller adds (Result.Headers).
+func (r *Request) Require(s conversation.Settings) { r.settings |= s }
 
 // Note records a short fact about what a pass decided, for logs and the
 // x-ctxguard-* response headers. Notes never contain request content.
 func (r *Request) Note(s string) { r.notes = append(r.notes, s) }
 
-// removal is a block a pass removed; it is widened to take its separator
-// with it when the edits are finalized.
-type removal struct{ msg, block int }
-
 // RemoveBlock returns the edit that removes block bi of message mi. The
-// pipeline widens it to take a comma with it. A pass must not remove every
-// block of a message; it removes the message instead.
+// pipeline widens it to take one separator with it (RemoveSpan). A pass
+// must not remove every block of a message; it removes the message
+// instead.
 func (r *Request) RemoveBlock(mi, bi int) splice.Edit {
-	r.removals = append(r.removals, removal{mi, bi})
-	return splice.Edit{Span: r.Conv.Messages[mi].Blocks[bi].Span}
+	return r.RemoveSpan(r.Conv.Messages[mi].Blocks[bi].Span)
+}
+
+// RemoveSpan returns the edit that removes sp, an element of a JSON array
+// or a member of a JSON object (key through value). When the edits are
+// finalized it is widened to take one separator with it (the comma after
+// it, else the one before), and adjacent removals are merged, so the
+// container stays valid JSON. Removing every element of a container is an
+// error.
+func (r *Request) RemoveSpan(sp Span) splice.Edit {
+	r.removals = append(r.removals, sp)
+	return splice.Edit{Span: sp}
 }
 
 // PassStat is what one pass did to one request.
@@ -136,7 +140,9 @@ type Result struct {
 	Body    []byte // the body to send: the original when nothing changed or on failure
 	Changed bool
 	Passes  []PassStat
-	Betas   []string // values to add to the anthropic-beta header
+	// Headers are values to add to the request's list headers (name,
+	// value), such as anthropic-beta, for the settings passes required.
+	Headers [][2]string
 	Notes   []string
 	// Blobs are the distinct ids of the blobs the body refers to: those
 	// named by the edits that made it (splice.Edit.Blob), each once, in
@@ -218,7 +224,7 @@ func (p *Pipeline) Run(r *Request) (res Result) {
 	}
 	res.Body = out
 	res.Changed = r.edits.Len() > 0
-	res.Betas = r.betas
+	res.Headers = r.headers
 	res.Notes = r.notes
 	res.Blobs = blobs(r.edits.Edits())
 	return res
@@ -291,9 +297,17 @@ func (p *Pipeline) runPass(ps Pass, r *Request) (st PassStat, err error) {
 			err = fmt.Errorf("panic: %v\n%s", v, debug.Stack())
 		}
 	}()
+	asked := r.settings
 	edits, err := runPass(ps, r)
 	if err != nil {
 		return st, err
+	}
+	if s := r.settings &^ asked; s != 0 && r.Conv.Dialect != nil {
+		se, hs := r.Conv.Dialect.Settings(r.Conv, s)
+		for _, e := range se {
+			edits = append(edits, splice.Edit{Span: e.Span, Repl: e.Repl})
+		}
+		r.headers = append(r.headers, hs...)
 	}
 	before := r.edits.Size(r.Conv.Body)
 	if err := r.edits.AddAll(edits); err != nil {
@@ -305,48 +319,54 @@ func (p *Pipeline) runPass(ps Pass, r *Request) (st PassStat, err error) {
 }
 
 // finalize widens removals so each takes one separator with it. Runs of
-// adjacent removed blocks in one message are merged into one edit.
+// adjacent removals (nothing but white space and one comma between them)
+// are merged into one edit.
 func (r *Request) finalize() error {
 	if len(r.removals) == 0 {
 		return nil
 	}
 	rm := r.removals
-	slices.SortFunc(rm, func(a, b removal) int {
-		if a.msg != b.msg {
-			return a.msg - b.msg
-		}
-		return a.block - b.block
-	})
+	slices.SortFunc(rm, func(a, b Span) int { return a.Start - b.Start })
 	rm = slices.Compact(rm)
-	var widened []splice.Edit
-	for len(rm) > 0 {
-		mi := rm[0].msg
-		n := 1
-		for n < len(rm) && rm[n].msg == mi {
-			n++
+	body := r.Conv.Body
+	widened := make([]splice.Edit, 0, len(rm))
+	for i := 0; i < len(rm); {
+		start, end := rm[i].Start, rm[i].End
+		for i++; i < len(rm) && adjacent(body, end, rm[i].Start); i++ {
+			end = rm[i].End
 		}
-		blocks := r.Conv.Messages[mi].Blocks
-		for k := 0; k < n; {
-			i, j := rm[k].block, rm[k].block
-			for k+1 < n && rm[k+1].block == j+1 {
-				k++
-				j++
-			}
-			k++
-			var sp Span
-			switch {
-			case j+1 < len(blocks):
-				sp = Span{Start: blocks[i].Span.Start, End: blocks[j+1].Span.Start}
-			case i > 0:
-				sp = Span{Start: blocks[i-1].Span.End, End: blocks[j].Span.End}
-			default:
-				return fmt.Errorf("removal of every block of message %d", mi)
-			}
-			widened = append(widened, splice.Edit{Span: sp})
+		if k := jsonscan.SkipSpace(body, end); k < len(body) && body[k] == ',' {
+			widened = append(widened, splice.Edit{Span: Span{Start: start, End: jsonscan.SkipSpace(body, k+1)}})
+			continue
 		}
-		rm = rm[n:]
+		if k := spaceBefore(body, start); k > 0 && body[k-1] == ',' {
+			widened = append(widened, splice.Edit{Span: Span{Start: spaceBefore(body, k-1), End: end}})
+			continue
+		}
+		return fmt.Errorf("removal of every element of the container at offset %d", start)
 	}
 	return r.edits.AddAll(widened)
+}
+
+// adjacent reports whether only white space and one comma lie between
+// offsets a and b of body.
+func adjacent(body []byte, a, b int) bool {
+	k := jsonscan.SkipSpace(body, a)
+	return k < b && body[k] == ',' && jsonscan.SkipSpace(body, k+1) == b
+}
+
+// spaceBefore returns the offset at or before i where the white space
+// that ends at i begins.
+func spaceBefore(body []byte, i int) int {
+	for i > 0 {
+		switch body[i-1] {
+		case ' ', '\t', '\n', '\r':
+			i--
+			continue
+		}
+		break
+	}
+	return i
 }
 
 // Footprinter is implemented by what passes keep in Request.Memo, to say

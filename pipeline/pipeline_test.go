@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/splice"
 	"github.com/google/go-cmp/cmp"
 )
@@ -92,18 +93,43 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// settingsDialect renders DropInvalidThinking as an edit of the body's
+// trailing number and a header.
+type settingsDialect struct{ conversation.Dialect }
+
+func (settingsDialect) Settings(c *conversation.Conversation, s conversation.Settings) ([]conversation.SettingEdit, [][2]string) {
+	if s&conversation.DropInvalidThinking == 0 {
+		return nil, nil
+	}
+	at := bytes.LastIndex(c.Body, []byte("1.50"))
+	return []conversation.SettingEdit{{Span: Span{Start: at, End: at + 4}, Repl: []byte("2")}}, [][2]string{{"X-Setting", "drop"}}
+}
+
 func TestPassStats(t *testing.T) {
-	p := New(nil, passFunc{"shorten", func(r *Request) ([]splice.Edit, error) { return []splice.Edit{resultEdit(r, "o")}, nil }})
+	p := New(nil,
+		passFunc{"shorten", func(r *Request) ([]splice.Edit, error) { return []splice.Edit{resultEdit(r, "o")}, nil }},
+		passFunc{"settings", func(r *Request) ([]splice.Edit, error) {
+			r.Require(conversation.DropInvalidThinking)
+			r.Require(conversation.DropInvalidThinking)
+			return nil, nil
+		}},
+		passFunc{"again", func(r *Request) ([]splice.Edit, error) {
+			r.Require(conversation.DropInvalidThinking) // asked already: rendered once
+			return nil, nil
+		}})
 	r := request(t)
-	r.AddBeta("b1")
-	r.AddBeta("b1")
+	r.Conv.Dialect = settingsDialect{r.Conv.Dialect}
 	r.Note("n")
 	res := p.Run(r)
-	if d := cmp.Diff([]PassStat{{Name: "shorten", Edits: 1, Saved: 2}}, res.Passes); d != "" {
+	want := []PassStat{{Name: "shorten", Edits: 1, Saved: 2}, {Name: "settings", Edits: 1, Saved: 3}, {Name: "again"}}
+	if d := cmp.Diff(want, res.Passes); d != "" {
 		t.Error(d)
 	}
-	if d := cmp.Diff([]string{"b1"}, res.Betas); d != "" {
+	if d := cmp.Diff([][2]string{{"X-Setting", "drop"}}, res.Headers); d != "" {
 		t.Error(d)
+	}
+	if !bytes.HasSuffix(res.Body, []byte(`"z":2}`)) {
+		t.Errorf("setting not rendered: %s", res.Body)
 	}
 	if len(res.Notes) != 1 || p.Passes()[0] != "shorten" {
 		t.Errorf("notes %v passes %v", res.Notes, p.Passes())

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/protocol"
 )
 
 // messagesBody builds a Claude Code-like Messages body of about size
@@ -64,13 +65,13 @@ func BenchmarkProxy(b *testing.B) {
 		plainSrv := httptest.NewServer(plain)
 		b.Cleanup(plainSrv.Close)
 
-		parse := RewriterFunc(func(_ context.Context, _ *http.Request, body []byte) Outcome {
+		parse := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
 			if _, err := anthropic.Parse(body); err != nil {
 				panic(err)
 			}
-			return Outcome{Body: body, OnUsage: func(anthropic.Usage) {}}
+			return Outcome{Body: body, OnUsage: func(protocol.Usage) {}}
 		})
-		edited := RewriterFunc(func(_ context.Context, _ *http.Request, body []byte) Outcome {
+		edited := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
 			out := make([]byte, len(body)-10, len(body))
 			copy(out, body[:len(body)-12])
 			copy(out[len(out)-2:], "]}")
@@ -87,7 +88,7 @@ func BenchmarkProxy(b *testing.B) {
 			name string
 			rw   Rewriter
 		}{{"ctxguard-no-rewriter", nil}, {"ctxguard-parse", parse}, {"ctxguard-new-body", edited}} {
-			p, err := New(Options{Upstream: upURL, Rewriter: v.rw})
+			p, err := New(Options{Upstream: upURL, Rewriter: v.rw, Protocols: []protocol.Protocol{anthropic.Protocol}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -205,10 +206,10 @@ func TestOverheadReport(t *testing.T) {
 		p, _ := New(Options{Upstream: upURL})
 		ctxSrv := httptest.NewServer(p)
 		defer ctxSrv.Close()
-		tap := RewriterFunc(func(_ context.Context, _ *http.Request, body []byte) Outcome {
-			return Outcome{Body: body, OnUsage: func(anthropic.Usage) {}}
+		tap := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
+			return Outcome{Body: body, OnUsage: func(protocol.Usage) {}}
 		})
-		pt, _ := New(Options{Upstream: upURL, Rewriter: tap})
+		pt, _ := New(Options{Upstream: upURL, Rewriter: tap, Protocols: []protocol.Protocol{anthropic.Protocol}})
 		tapSrv := httptest.NewServer(pt)
 		defer tapSrv.Close()
 		type variant struct {

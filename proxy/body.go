@@ -15,7 +15,7 @@ import (
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/protocol"
 )
 
 // limitError reports a body over the limit.
@@ -31,12 +31,12 @@ func (e *limitError) Error() string {
 	return fmt.Sprintf("request body exceeds %d bytes", e.limit)
 }
 
-func (e *limitError) apiError() *anthropic.Error {
+func (e *limitError) apiError() *protocol.Error {
 	msg := fmt.Sprintf("ctxguard: request body exceeds the maximum of %d bytes", e.limit)
 	if e.decoded {
 		msg = fmt.Sprintf("ctxguard: decompressed request body exceeds the maximum of %d bytes", e.limit)
 	}
-	return &anthropic.Error{Status: http.StatusRequestEntityTooLarge, Type: anthropic.RequestTooLarge, Message: msg, Err: e}
+	return &protocol.Error{Status: http.StatusRequestEntityTooLarge, Kind: protocol.TooLarge, Message: msg, Err: e}
 }
 
 // readBody reads a request body: with one read into a buffer of the exact
@@ -164,7 +164,7 @@ func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange)
 		case x.body.timedOut():
 			return x.body.timeoutError()
 		}
-		return &anthropic.Error{Status: http.StatusBadRequest, Type: anthropic.InvalidRequestError,
+		return &protocol.Error{Status: http.StatusBadRequest, Kind: protocol.InvalidRequest,
 			Message: "ctxguard: could not read the request body", Err: err}
 	}
 	x.inBytes = int64(len(orig))
@@ -204,13 +204,15 @@ func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange)
 		return nil
 	}
 	t0 := nowFunc()
-	oc := p.rewrite(r, body)
+	oc := p.rewrite(r, x, body)
 	x.rewrite = nowFunc().Sub(t0)
 	x.outcome = oc
 	if oc.Release != nil {
 		x.lease.onRelease(oc.Release)
 	}
-	anthropic.AddBeta(out.Header, oc.AddBeta)
+	for _, hv := range oc.AddHeader {
+		protocol.AppendList(out.Header, hv[0], hv[1])
+	}
 
 	if sameSlice(oc.Body, body) {
 		// Unchanged: forward exactly what the client sent.

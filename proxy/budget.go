@@ -3,9 +3,10 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 
-	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/protocol"
 )
 
 // budget caps the request bytes buffered at once across all requests
@@ -79,8 +80,9 @@ const outSlack = 64 << 10
 const retryAfter = "5"
 
 // overloaded is the answer to a request body that does not fit.
-func (p *Proxy) overloaded() *anthropic.Error {
-	return &anthropic.Error{Status: 529, Type: anthropic.OverloadedError,
+func (p *Proxy) overloaded() *protocol.Error {
+	return &protocol.Error{Status: 529, Kind: protocol.Overloaded,
 		Message: "ctxguard: too many large requests in flight; retry shortly",
-		Err:     fmt.Errorf("%w (%d bytes)", errOverloaded, p.mem.max)}
+		Err:     fmt.Errorf("%w (%d bytes)", errOverloaded, p.mem.max),
+		Header:  http.Header{"Retry-After": {retryAfter}}}
 }

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/protocol"
 )
 
 // TokenHeader carries Options.AuthToken. It is removed from every request
@@ -38,7 +38,7 @@ func (p *Proxy) authorize(r *http.Request) error {
 	if len(vs) > 0 {
 		detail = fmt.Sprintf("a wrong token (%d values)", len(vs))
 	}
-	return &anthropic.Error{Status: http.StatusUnauthorized, Type: anthropic.AuthenticationError,
+	return &protocol.Error{Status: http.StatusUnauthorized, Kind: protocol.Authentication,
 		Message: "ctxguard: this proxy requires its token in the " + TokenHeader + " header",
 		Err:     fmt.Errorf("the request carried %s", detail)}
 }
@@ -172,7 +172,7 @@ func (b *clientBody) timedOut() bool {
 }
 
 // timeoutError is the 408 for a body that timed out, or nil.
-func (b *clientBody) timeoutError() *anthropic.Error {
+func (b *clientBody) timeoutError() *protocol.Error {
 	var msg string
 	switch b.state.Load() {
 	case bodySilent:
@@ -186,7 +186,7 @@ func (b *clientBody) timeoutError() *anthropic.Error {
 	if b.size >= 0 {
 		of = fmt.Sprintf("of %d", b.size)
 	}
-	return &anthropic.Error{Status: http.StatusRequestTimeout, Type: anthropic.InvalidRequestError, Message: msg,
+	return &protocol.Error{Status: http.StatusRequestTimeout, Kind: protocol.InvalidRequest, Message: msg,
 		Err: fmt.Errorf("%d body bytes %s arrived in %v", b.n.Load(), of, time.Since(b.start).Round(time.Millisecond))}
 }
 

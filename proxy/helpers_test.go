@@ -11,6 +11,9 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/protocol"
 )
 
 // received is one request as an upstream saw it.
@@ -96,6 +99,9 @@ func newProxy(t testing.TB, upstreamURL string, opts Options) (*Proxy, *httptest
 		t.Fatal(err)
 	}
 	opts.Upstream = u
+	if opts.Protocols == nil {
+		opts.Protocols = []protocol.Protocol{anthropic.Protocol}
+	}
 	logs := &logBuffer{}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -144,7 +150,7 @@ type identity struct {
 	calls int
 }
 
-func (i *identity) Rewrite(_ context.Context, _ *http.Request, body []byte) Outcome {
+func (i *identity) Rewrite(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
 	i.mu.Lock()
 	i.calls++
 	i.mu.Unlock()

@@ -1,20 +1,30 @@
-// Package proxy is ctxguard's HTTP layer: a reverse proxy to the Anthropic
-// API that hands every Messages request body to a Rewriter and streams the
+// Package proxy is ctxguard's HTTP layer: a reverse proxy to the model APIs
+// that hands every rewritable request body to a Rewriter and streams the
 // answer straight back.
 //
-// Every method and path is forwarded to the upstream. POST /v1/messages
-// with a JSON body (any query, e.g. Claude Code's ?beta=true) is read into
-// memory, given to the Rewriter, and the body it returns is sent upstream
-// with a correct Content-Length. Everything else — count_tokens, models,
-// unknown paths, a /v1/messages request with another method or content
+// Routing: each request is claimed by one of Options.Protocols (see
+// protocol.Protocol.Claim: the Messages API claims /v1/messages, the
+// Responses API /v1/responses, ...), and goes to the upstream of that
+// protocol's family (Options.Upstreams, else Options.Upstream). A path
+// under a named route's prefix (Options.Routes, e.g. /x/openrouter/...)
+// goes to that route's upstream with the prefix removed, and is claimed
+// by what follows the prefix. Every method and path is forwarded. A
+// request its protocol calls rewritable (POST /v1/messages, with any
+// query such as Claude Code's ?beta=true) with a JSON body is read into
+// memory, given to the Rewriter with its protocol, and the body it
+// returns is sent upstream with a correct Content-Length. Everything
+// else — count_tokens, models, unknown paths, another method or content
 // type — is streamed through untouched, without being buffered. Paths
 // under /ctxguard/ are never forwarded: they go to Options.Extra.
+// WebSocket upgrades are refused with 426 Upgrade Required, so that
+// clients that try them (Codex) fall back to HTTP, where ctxguard sees
+// the whole history.
 //
 // Fidelity: headers pass both ways unchanged (credentials, anthropic-beta,
 // anthropic-version, request-id, retry-after and unknown headers alike),
 // except the hop-by-hop headers HTTP requires a proxy to drop,
-// X-Ctxguard-Token (see Access) and anthropic-beta values the Rewriter
-// asks to append. Nothing is added
+// X-Ctxguard-Token (see Access) and list-header values (anthropic-beta)
+// the Rewriter asks to append. Nothing is added
 // (no X-Forwarded-For, no default User-Agent). A body the Rewriter leaves
 // unchanged is forwarded byte for byte — if it arrived compressed, in its
 // original compressed form. Response bodies reach the client exactly as
@@ -86,9 +96,9 @@
 //
 // Errors: ctxguard's own failures (body over the limit, too slow or too
 // big for the buffers, a wrong token, upstream unreachable or timing
-// out) are answered with the API's JSON error shape through
-// anthropic.WriteError, with an error ID that also appears in the log
-// line carrying the detail. Upstream answers, errors included, are never
+// out) are answered in the error shape of the request's protocol through
+// protocol.Write, with an error ID that also appears in the log line
+// carrying the detail. Upstream answers, errors included, are never
 // altered. The API key is never logged.
 //
 // A Proxy is safe for concurrent use.
@@ -110,7 +120,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/protocol"
 )
 
 // DefaultUpstream is where requests go when Options.Upstream is nil.
@@ -137,15 +147,15 @@ type Rewriter interface {
 	// shape, an internal error) it returns the body unchanged. A panic in
 	// Rewrite is recovered, logged with an error ID, and the original
 	// body is forwarded.
-	Rewrite(ctx context.Context, req *http.Request, body []byte) Outcome
+	Rewrite(ctx context.Context, req *http.Request, proto protocol.Protocol, body []byte) Outcome
 }
 
 // RewriterFunc adapts a function to Rewriter.
-type RewriterFunc func(ctx context.Context, req *http.Request, body []byte) Outcome
+type RewriterFunc func(ctx context.Context, req *http.Request, proto protocol.Protocol, body []byte) Outcome
 
 // Rewrite calls f.
-func (f RewriterFunc) Rewrite(ctx context.Context, req *http.Request, body []byte) Outcome {
-	return f(ctx, req, body)
+func (f RewriterFunc) Rewrite(ctx context.Context, req *http.Request, proto protocol.Protocol, body []byte) Outcome {
+	return f(ctx, req, proto, body)
 }
 
 // Outcome is what a Rewriter decided for one request.
@@ -155,9 +165,10 @@ type Outcome struct {
 	// forwarded exactly as the client sent it. A new body becomes owned
 	// by the proxy.
 	Body []byte
-	// AddBeta lists values to append to the anthropic-beta header
-	// (values the client already sent are not repeated).
-	AddBeta []string
+	// AddHeader lists values to append to list headers of the upstream
+	// request (name, value), such as anthropic-beta; values the client
+	// already sent are not repeated.
+	AddHeader [][2]string
 	// RespHeader holds headers to add to the client's response. Only
 	// names starting with X-Ctxguard- are applied.
 	RespHeader http.Header
@@ -169,7 +180,7 @@ type Outcome struct {
 	// has been forwarded (or the stream was cut), with the usage read
 	// from a 2xx answer. It runs on the request's goroutine, so it should
 	// return quickly.
-	OnUsage func(anthropic.Usage)
+	OnUsage func(protocol.Usage)
 }
 
 // Timeouts bound the proxy's waits on the client and on the upstream. A
@@ -224,9 +235,20 @@ func DefaultTimeouts() Timeouts {
 // Options configure a Proxy. The zero value proxies to DefaultUpstream
 // with no rewriting.
 type Options struct {
-	// Upstream is the API base URL (scheme, host, optional path prefix).
-	// Default DefaultUpstream.
+	// Upstream is the API base URL (scheme, host, optional path prefix)
+	// for requests whose protocol family has none in Upstreams, and for
+	// requests no protocol claims. Default DefaultUpstream.
 	Upstream *url.URL
+	// Upstreams are the base URLs by protocol family ("anthropic",
+	// "openai").
+	Upstreams map[string]*url.URL
+	// Routes are named path prefixes to other upstreams.
+	Routes []Route
+	// Protocols are the APIs the proxy knows, most preferred first: they
+	// claim requests, parse rewritable bodies (through the Rewriter), read
+	// usage and shape errors. Without any, the proxy forwards everything
+	// untouched and answers its own errors in a plain JSON shape.
+	Protocols []protocol.Protocol
 	// MaxBody is the largest Messages request body accepted, after
 	// decompression; larger ones get 413 request_too_large. Default
 	// DefaultMaxBody. Other paths are streamed and not limited here (the
@@ -265,10 +287,57 @@ type Options struct {
 	Transport http.RoundTripper
 }
 
+// Route sends the requests under a path prefix to another upstream:
+// Prefix + "/rest" goes to Upstream + "/rest".
+type Route struct {
+	Prefix   string // "/x/openrouter": starts with '/', does not end with one
+	Upstream *url.URL
+}
+
+// origin is one upstream base URL.
+type origin struct {
+	url  *url.URL // without fragments; credentials kept
+	name string   // for messages and logs, without credentials
+}
+
+func newOrigin(u *url.URL) (*origin, error) {
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("proxy: upstream %q: scheme must be http or https", u.Redacted())
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("proxy: upstream %q has no host", u.Redacted())
+	}
+	c := &url.URL{Scheme: u.Scheme, User: u.User, Host: u.Host, Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery}
+	return &origin{url: c, name: (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()}, nil
+}
+
+// validPrefix reports whether a route prefix is "/" followed by path
+// segments of characters URLs never escape, without a trailing slash.
+func validPrefix(p string) bool {
+	if len(p) < 2 || p[0] != '/' || p[len(p)-1] == '/' || strings.Contains(p, "//") {
+		return false
+	}
+	for i := 1; i < len(p); i++ {
+		c := p[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '/') {
+			return false
+		}
+	}
+	return true
+}
+
+// route is a Route, resolved.
+type route struct {
+	prefix string
+	up     *origin
+}
+
 // Proxy is the reverse proxy. It is an http.Handler.
 type Proxy struct {
-	upstream *url.URL
-	name     string // upstream for messages and logs, without credentials
+	def      *origin            // Options.Upstream
+	families map[string]*origin // Options.Upstreams
+	routes   []route
+	protos   []protocol.Protocol
 	maxBody  int64
 	mem      *budget   // nil: no cap on buffered bytes
 	token    *[32]byte // SHA-256 of Options.AuthToken; nil: no token
@@ -290,22 +359,35 @@ func New(opts Options) (*Proxy, error) {
 		}
 		up = u
 	}
-	if up.Scheme != "http" && up.Scheme != "https" {
-		return nil, fmt.Errorf("proxy: upstream %q: scheme must be http or https", up.Redacted())
+	def, err := newOrigin(up)
+	if err != nil {
+		return nil, err
 	}
-	if up.Host == "" {
-		return nil, fmt.Errorf("proxy: upstream %q has no host", up.Redacted())
-	}
-	up = &url.URL{Scheme: up.Scheme, User: up.User, Host: up.Host, Path: up.Path, RawPath: up.RawPath, RawQuery: up.RawQuery}
 	p := &Proxy{
-		upstream: up,
-		name:     (&url.URL{Scheme: up.Scheme, Host: up.Host, Path: up.Path}).String(),
+		def:      def,
+		families: map[string]*origin{},
+		protos:   opts.Protocols,
 		maxBody:  opts.MaxBody,
 		log:      opts.Logger,
 		rw:       opts.Rewriter,
 		extra:    opts.Extra,
 		dump:     opts.DumpBodies,
 		rt:       opts.Transport,
+	}
+	for fam, u := range opts.Upstreams {
+		if p.families[fam], err = newOrigin(u); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range opts.Routes {
+		if !validPrefix(r.Prefix) || r.Upstream == nil {
+			return nil, fmt.Errorf("proxy: route %q: a prefix is /name[/name...] of letters, digits, '-', '_' and '.', with an upstream", r.Prefix)
+		}
+		u, err := newOrigin(r.Upstream)
+		if err != nil {
+			return nil, err
+		}
+		p.routes = append(p.routes, route{prefix: r.Prefix, up: u})
 	}
 	if p.maxBody <= 0 {
 		p.maxBody = DefaultMaxBody
@@ -323,15 +405,15 @@ func New(opts Options) (*Proxy, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
-	t, def := opts.Timeouts, DefaultTimeouts()
+	t, dt := opts.Timeouts, DefaultTimeouts()
 	p.t = Timeouts{
-		BodyRead:       pick(t.BodyRead, def.BodyRead),
-		BodyMinRate:    pick(t.BodyMinRate, def.BodyMinRate),
-		Dial:           pick(t.Dial, def.Dial),
-		UpstreamWrite:  pick(t.UpstreamWrite, def.UpstreamWrite),
-		ResponseHeader: pick(t.ResponseHeader, def.ResponseHeader),
-		Idle:           pick(t.Idle, def.Idle),
-		ClientWrite:    pick(t.ClientWrite, def.ClientWrite),
+		BodyRead:       pick(t.BodyRead, dt.BodyRead),
+		BodyMinRate:    pick(t.BodyMinRate, dt.BodyMinRate),
+		Dial:           pick(t.Dial, dt.Dial),
+		UpstreamWrite:  pick(t.UpstreamWrite, dt.UpstreamWrite),
+		ResponseHeader: pick(t.ResponseHeader, dt.ResponseHeader),
+		Idle:           pick(t.Idle, dt.Idle),
+		ClientWrite:    pick(t.ClientWrite, dt.ClientWrite),
 	}
 	if p.rt == nil {
 		dial := p.t.Dial
@@ -374,21 +456,25 @@ func (p *Proxy) Close() {
 	}
 }
 
-// Upstream returns the upstream base URL without credentials.
-func (p *Proxy) Upstream() string { return p.name }
+// Upstream returns the default upstream base URL without credentials.
+func (p *Proxy) Upstream() string { return p.def.name }
 
 // exchange is the state of one proxied request.
 type exchange struct {
 	start       time.Time
-	messages    bool  // went through the Rewriter path
-	changed     bool  // the Rewriter changed the body
-	inBytes     int64 // request body bytes from the client (-1 unknown)
-	outBytes    int64 // request body bytes sent upstream (-1 unknown)
+	proto       protocol.Protocol // the protocol that claimed it, or nil
+	up          *origin           // where it goes
+	path        string            // the path after a route's prefix
+	escPath     string            // the same, as the client escaped it
+	messages    bool              // went through the Rewriter path
+	changed     bool              // the Rewriter changed the body
+	inBytes     int64             // request body bytes from the client (-1 unknown)
+	outBytes    int64             // request body bytes sent upstream (-1 unknown)
 	status      int
 	respBytes   int64
 	wroteHeader bool
 	rewrite     time.Duration
-	usage       *anthropic.Usage
+	usage       *protocol.Usage
 	outcome     Outcome
 	errID       string      // the ID of the error rendered to the client
 	body        *clientBody // the client's request body
@@ -412,13 +498,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = rc.EnableFullDuplex() // HTTP/2 is always full duplex and says so with an error
 	x.body = p.newClientBody(r, rc, x.start)
 	defer x.body.end()
+	local := strings.HasPrefix(r.URL.Path, "/ctxguard/")
+	if !local {
+		p.dispatch(r, x)
+	} else if len(p.protos) > 0 {
+		x.proto = p.protos[0]
+	}
 	err := p.authorize(r)
-	if err == nil && strings.HasPrefix(r.URL.Path, "/ctxguard/") {
+	if err == nil && local {
 		if p.extra != nil {
 			p.extra.ServeHTTP(w, r)
 			return
 		}
-		err = &anthropic.Error{Status: http.StatusNotFound, Type: anthropic.NotFoundError, Message: "ctxguard: no such endpoint"}
+		err = protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "ctxguard: no such endpoint")
+	}
+	if err == nil && isUpgrade(r) {
+		err = &protocol.Error{Status: http.StatusUpgradeRequired, Kind: protocol.InvalidRequest,
+			Message: "ctxguard: WebSocket is not supported; use HTTP"}
 	}
 	if err == nil {
 		err = p.serve(w, r, rc, x)
@@ -445,20 +541,55 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writeError renders one of ctxguard's own errors.
+// dispatch finds the request's route, protocol and upstream.
+func (p *Proxy) dispatch(r *http.Request, x *exchange) {
+	x.path, x.escPath = r.URL.Path, r.URL.EscapedPath()
+	for _, rt := range p.routes {
+		if rest, ok := strings.CutPrefix(r.URL.Path, rt.prefix); ok && strings.HasPrefix(rest, "/") {
+			// A prefix has no escapes (see New): the escaped path starts
+			// with the same bytes.
+			x.path, x.escPath, x.up = rest, x.escPath[len(rt.prefix):], rt.up
+			break
+		}
+	}
+	x.proto = protocol.Pick(p.protos, r.Method, x.path, r.Header)
+	if x.up == nil && x.proto != nil {
+		x.up = p.families[x.proto.Family()]
+	}
+	if x.up == nil {
+		x.up = p.def
+	}
+	if x.proto == nil && len(p.protos) > 0 {
+		// Nothing claims it: it goes to the default upstream untouched,
+		// and ctxguard's own errors take the first protocol's shape.
+		x.proto = p.protos[0]
+	}
+}
+
+// isUpgrade reports whether r asks to switch to WebSocket.
+func isUpgrade(r *http.Request) bool {
+	for _, v := range r.Header.Values("Upgrade") {
+		if strings.Contains(strings.ToLower(v), "websocket") {
+			return true
+		}
+	}
+	return false
+}
+
+// writeError renders one of ctxguard's own errors in the request's
+// protocol.
 func (p *Proxy) writeError(w http.ResponseWriter, r *http.Request, x *exchange, err error) {
-	e := anthropic.AsError(err)
 	ctx := r.Context()
 	if x.body.timedOut() {
 		// net/http cancels the request when a body read times out, but
 		// the client is still there to read the 408.
 		ctx = context.WithoutCancel(ctx)
 	}
-	if e.Type == anthropic.OverloadedError {
-		w.Header().Set("Retry-After", retryAfter)
-	}
-	anthropic.WriteError(ctx, w, p.log, e)
+	e := protocol.Write(ctx, w, p.log, x.proto, err)
 	x.status, x.errID = e.Status, e.ID
+	if x.status == 0 {
+		x.status = http.StatusInternalServerError
+	}
 }
 
 func (p *Proxy) logExchange(r *http.Request, x *exchange, err error) {
@@ -482,8 +613,11 @@ func (p *Proxy) logExchange(r *http.Request, x *exchange, err error) {
 	if x.messages {
 		attrs = append(attrs, slog.Bool("rewritten", x.changed), slog.Duration("rewrite", x.rewrite))
 	}
+	if x.proto != nil {
+		attrs = append(attrs, slog.String("protocol", x.proto.Name()))
+	}
 	if x.usage != nil {
-		attrs = append(attrs, slog.Int("input_tokens", x.usage.PromptTokens()), slog.Int("output_tokens", x.usage.OutputTokens))
+		attrs = append(attrs, slog.Int("input_tokens", x.usage.PromptTokens()), slog.Int("output_tokens", x.usage.Output))
 	}
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
@@ -494,9 +628,10 @@ func (p *Proxy) logExchange(r *http.Request, x *exchange, err error) {
 	p.log.LogAttrs(r.Context(), level, "proxy", attrs...)
 }
 
-// isMessages reports whether r goes through the Rewriter.
-func isMessages(r *http.Request) bool {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
+// rewritable reports whether r goes through the Rewriter: its protocol
+// rewrites the endpoint and the body is JSON.
+func rewritable(r *http.Request, x *exchange) bool {
+	if x.proto == nil || !x.proto.Rewritable(r.Method, x.path) {
 		return false
 	}
 	ct := r.Header.Get("Content-Type")
@@ -515,10 +650,10 @@ var (
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, x *exchange) error {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(context.Canceled)
-	out := p.outRequest(ctx, r, x.body)
+	out := p.outRequest(ctx, r, x)
 
 	var oc Outcome
-	if isMessages(r) {
+	if rewritable(r, x) {
 		x.messages = true
 		if err := p.prepareMessages(r, out, x); err != nil {
 			return err
@@ -544,20 +679,20 @@ func (p *Proxy) upstreamError(r *http.Request, ctx context.Context, x *exchange,
 		return e
 	}
 	if errors.Is(context.Cause(ctx), errUpstreamWrite) {
-		return &anthropic.Error{Status: http.StatusGatewayTimeout, Type: anthropic.APIError,
-			Message: "ctxguard: upstream " + p.name + " did not take the request body",
+		return &protocol.Error{Status: http.StatusGatewayTimeout, Kind: protocol.GatewayTimeout,
+			Message: "ctxguard: upstream " + x.up.name + " did not take the request body",
 			Err:     fmt.Errorf("it read nothing of the body for %v: %w", p.t.UpstreamWrite, err)}
 	}
 	if r.Context().Err() != nil {
-		return &anthropic.Error{Status: 499, Type: anthropic.APIError, Message: "ctxguard: client went away", Err: err}
+		return &protocol.Error{Status: 499, Kind: protocol.Internal, Message: "ctxguard: client went away", Err: err}
 	}
 	var ne net.Error
 	if errors.Is(context.Cause(ctx), errIdle) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		return &anthropic.Error{Status: http.StatusGatewayTimeout, Type: anthropic.APIError,
-			Message: "ctxguard: upstream " + p.name + " timed out", Err: err}
+		return &protocol.Error{Status: http.StatusGatewayTimeout, Kind: protocol.GatewayTimeout,
+			Message: "ctxguard: upstream " + x.up.name + " timed out", Err: err}
 	}
-	return &anthropic.Error{Status: http.StatusBadGateway, Type: anthropic.APIError,
-		Message: "ctxguard: upstream " + p.name + " unreachable", Err: err}
+	return &protocol.Error{Status: http.StatusBadGateway, Kind: protocol.Internal,
+		Message: "ctxguard: upstream " + x.up.name + " unreachable", Err: err}
 }
 
 // hopHeaders are dropped in both directions (RFC 9110 section 7.6.1),
@@ -580,12 +715,14 @@ func removeHopHeaders(h http.Header) {
 	}
 }
 
-// outRequest builds the upstream request: same method, path, query and
-// headers, minus hop-by-hop headers and X-Ctxguard-Token; the body is
-// streamed unless the Messages path replaces it.
-func (p *Proxy) outRequest(ctx context.Context, r *http.Request, body *clientBody) *http.Request {
-	u := *p.upstream
-	u.Path, u.RawPath = joinPath(p.upstream, r.URL)
+// outRequest builds the upstream request: same method, path (after a
+// route's prefix), query and headers, minus hop-by-hop headers and
+// X-Ctxguard-Token; the body is streamed unless the rewrite path replaces
+// it.
+func (p *Proxy) outRequest(ctx context.Context, r *http.Request, x *exchange) *http.Request {
+	up := x.up.url
+	u := *up
+	u.Path, u.RawPath = joinPath(up, x.path, x.escPath)
 	switch {
 	case u.RawQuery == "":
 		u.RawQuery = r.URL.RawQuery
@@ -616,7 +753,7 @@ func (p *Proxy) outRequest(ctx context.Context, r *http.Request, body *clientBod
 		Header:        h,
 		Host:          u.Host,
 		ContentLength: r.ContentLength,
-		Body:          body,
+		Body:          x.body,
 		Close:         false,
 	}).WithContext(ctx)
 	if r.ContentLength == 0 {
@@ -625,35 +762,33 @@ func (p *Proxy) outRequest(ctx context.Context, r *http.Request, body *clientBod
 	return out
 }
 
-// joinPath appends the request's path to the upstream's path prefix,
-// keeping the client's escaping.
-func joinPath(base, req *url.URL) (path, rawpath string) {
-	if base.Path == "" || base.Path == "/" {
-		return req.Path, req.RawPath
+// joinPath appends a request path (path, and esc as the client escaped
+// it) to the upstream's path prefix, keeping the client's escaping.
+func joinPath(base *url.URL, path, esc string) (joined, rawpath string) {
+	if base.Path != "" && base.Path != "/" {
+		esc = strings.TrimSuffix(base.EscapedPath(), "/") + "/" + strings.TrimPrefix(esc, "/")
+		path = strings.TrimSuffix(base.Path, "/") + "/" + strings.TrimPrefix(path, "/")
 	}
-	bp, rp := base.EscapedPath(), req.EscapedPath()
-	joined := strings.TrimSuffix(bp, "/") + "/" + strings.TrimPrefix(rp, "/")
-	path = strings.TrimSuffix(base.Path, "/") + "/" + strings.TrimPrefix(req.Path, "/")
-	if joined == (&url.URL{Path: path}).EscapedPath() {
+	if esc == (&url.URL{Path: path}).EscapedPath() {
 		return path, ""
 	}
-	return path, joined
+	return path, esc
 }
 
 // rewrite runs the Rewriter, failing open on a panic.
-func (p *Proxy) rewrite(r *http.Request, body []byte) (oc Outcome) {
+func (p *Proxy) rewrite(r *http.Request, x *exchange, body []byte) (oc Outcome) {
 	if p.rw == nil {
 		return Outcome{Body: body}
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			id := anthropic.NewErrorID()
+			id := protocol.NewErrorID()
 			p.log.LogAttrs(r.Context(), slog.LevelError, "rewriter panic; forwarding the original body",
 				slog.String("error_id", id), slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
 			oc = Outcome{Body: body}
 		}
 	}()
-	oc = p.rw.Rewrite(r.Context(), r, body)
+	oc = p.rw.Rewrite(r.Context(), r, x.proto, body)
 	if oc.Body == nil {
 		oc.Body = body
 	}

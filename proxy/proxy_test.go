@@ -21,6 +21,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
+	"github.com/ctxguard/ctxguard/protocol"
 )
 
 // clientHeaders is what a client like Claude Code sends, plus headers a
@@ -149,7 +150,7 @@ func TestBytesIdenticalPassthrough(t *testing.T) {
 	for _, rw := range []struct {
 		name string
 		rw   Rewriter
-	}{{"no rewriter", nil}, {"identity", &identity{}}, {"returns nil", RewriterFunc(func(context.Context, *http.Request, []byte) Outcome { return Outcome{} })}} {
+	}{{"no rewriter", nil}, {"identity", &identity{}}, {"returns nil", RewriterFunc(func(context.Context, *http.Request, protocol.Protocol, []byte) Outcome { return Outcome{} })}} {
 		srv, _ := newProxyServer(t, up.URL, Options{Rewriter: rw.rw})
 		for _, tc := range []struct {
 			name, method, path, ct string
@@ -194,7 +195,9 @@ func TestRewriteSetsContentLength(t *testing.T) {
 		{"empty", []byte{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rw := RewriterFunc(func(_ context.Context, _ *http.Request, body []byte) Outcome { return Outcome{Body: tc.out} })
+			rw := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
+				return Outcome{Body: tc.out}
+			})
 			srv, _ := newProxyServer(t, up.URL, Options{Rewriter: rw})
 			in := `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`
 			for _, chunked := range []bool{false, true} {
@@ -223,11 +226,11 @@ func TestCompressedRequestBodies(t *testing.T) {
 	plain := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("hello ", 2000) + `"}]}`)
 	rewritten := []byte(`{"model":"m","messages":[{"role":"user","content":"short"}]}`)
 	var seen atomic.Value
-	change := RewriterFunc(func(_ context.Context, _ *http.Request, body []byte) Outcome {
+	change := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
 		seen.Store(append([]byte(nil), body...))
 		return Outcome{Body: rewritten}
 	})
-	keep := RewriterFunc(func(_ context.Context, _ *http.Request, body []byte) Outcome {
+	keep := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
 		seen.Store(append([]byte(nil), body...))
 		return Outcome{Body: body}
 	})
@@ -424,7 +427,7 @@ func TestUpstreamTimeout(t *testing.T) {
 	defer close(release)
 	srv, logs := newProxyServer(t, up.URL, Options{Rewriter: &identity{}, Timeouts: Timeouts{ResponseHeader: 200 * time.Millisecond}})
 	res, body := do(t, rawClient(), "POST", srv.URL+"/v1/messages", http.Header{"Content-Type": {"application/json"}}, strings.NewReader(`{}`))
-	id := checkAPIError(t, res, body, http.StatusGatewayTimeout, anthropic.APIError, "upstream "+up.URL+" timed out")
+	id := checkAPIError(t, res, body, http.StatusGatewayTimeout, anthropic.TimeoutError, "upstream "+up.URL+" timed out")
 	if line := lineWith(logs.String(), id); !strings.Contains(line, "timeout") {
 		t.Errorf("log line lacks the detail: %q", line)
 	}
@@ -432,7 +435,7 @@ func TestUpstreamTimeout(t *testing.T) {
 
 func TestRewriterPanicFailsOpen(t *testing.T) {
 	up := newUpstream(t, nil)
-	rw := RewriterFunc(func(context.Context, *http.Request, []byte) Outcome { panic("boom") })
+	rw := RewriterFunc(func(context.Context, *http.Request, protocol.Protocol, []byte) Outcome { panic("boom") })
 	srv, logs := newProxyServer(t, up.URL, Options{Rewriter: rw})
 	body := []byte(`{"model":"m","messages":[]}`)
 	res, _ := do(t, rawClient(), "POST", srv.URL+"/v1/messages", http.Header{"Content-Type": {"application/json"}}, bytes.NewReader(body))
@@ -446,8 +449,8 @@ func TestRewriterPanicFailsOpen(t *testing.T) {
 
 func TestBetaAndResponseHeaders(t *testing.T) {
 	up := newUpstream(t, nil)
-	rw := RewriterFunc(func(_ context.Context, _ *http.Request, body []byte) Outcome {
-		return Outcome{Body: body, AddBeta: []string{"context-management-2025-06-27", "thinking-binding-controls-2026-08-01"},
+	rw := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
+		return Outcome{Body: body, AddHeader: [][2]string{{"Anthropic-Beta", "context-management-2025-06-27"}, {"anthropic-beta", "thinking-binding-controls-2026-08-01"}},
 			RespHeader: http.Header{"X-Ctxguard-Saved": {"123"}, "x-ctxguard-passes": {"compress"}, "Set-Cookie": {"no"}}}
 	})
 	srv, _ := newProxyServer(t, up.URL, Options{Rewriter: rw})

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
+	"github.com/ctxguard/ctxguard/protocol"
 )
 
 // dialRaw opens a raw connection to a test server; every wait on it is
@@ -307,7 +308,7 @@ func TestUpstreamNotTakingBody(t *testing.T) {
 			c := rawClient()
 			c.Timeout = 30 * time.Second
 			res, got := do(t, c, "POST", srv.URL+path, jsonHeader(), bytes.NewReader(body))
-			id := checkAPIError(t, res, got, http.StatusGatewayTimeout, anthropic.APIError, "did not take the request body")
+			id := checkAPIError(t, res, got, http.StatusGatewayTimeout, anthropic.TimeoutError, "did not take the request body")
 			if l := lineWith(logs.String(), id); !strings.Contains(l, "read nothing of the body for 200ms") {
 				t.Errorf("log line %q", l)
 			}
@@ -481,10 +482,10 @@ func TestBufferedReleasedOnEveryPath(t *testing.T) {
 		status   int // 0: none expected
 	}{
 		{name: "unchanged", upstream: ok.URL, opts: Options{Rewriter: &identity{}}, run: post(bytes.NewReader(small), nil), status: 200},
-		{name: "rewritten", upstream: ok.URL, opts: Options{Rewriter: RewriterFunc(func(context.Context, *http.Request, []byte) Outcome {
+		{name: "rewritten", upstream: ok.URL, opts: Options{Rewriter: RewriterFunc(func(context.Context, *http.Request, protocol.Protocol, []byte) Outcome {
 			return Outcome{Body: []byte(`{}`)}
 		})}, run: post(bytes.NewReader(small), nil), status: 200},
-		{name: "rewriter panics", upstream: ok.URL, opts: Options{Rewriter: RewriterFunc(func(context.Context, *http.Request, []byte) Outcome { panic("boom") })},
+		{name: "rewriter panics", upstream: ok.URL, opts: Options{Rewriter: RewriterFunc(func(context.Context, *http.Request, protocol.Protocol, []byte) Outcome { panic("boom") })},
 			run: post(bytes.NewReader(small), nil), status: 200},
 		{name: "over max_body", upstream: ok.URL, opts: Options{MaxBody: 1000}, run: post(bytes.NewReader(small), nil), status: 413},
 		{name: "over max_body chunked", upstream: ok.URL, opts: Options{MaxBody: 1000}, run: post(io.MultiReader(bytes.NewReader(small)), nil), status: 413},

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/protocol"
 )
 
 var nowFunc = time.Now
@@ -56,10 +56,10 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 
 	// The usage tap reads a copy of what passes; a content-coded answer is
 	// decoded for it on the side.
-	var tap *anthropic.UsageTap
+	var tap protocol.UsageTap
 	var sink tapSink
-	if oc.OnUsage != nil && res.StatusCode/100 == 2 {
-		tap = anthropic.NewUsageTap(ct)
+	if oc.OnUsage != nil && res.StatusCode/100 == 2 && x.proto != nil {
+		tap = x.proto.NewUsageTap(ct)
 		sink = plainTap{tap}
 		if coding := strings.ToLower(strings.TrimSpace(res.Header.Get("Content-Encoding"))); coding != "" && coding != "identity" {
 			sink = newDecodingTap(coding, tap)
@@ -132,9 +132,9 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		p.log.LogAttrs(r.Context(), slog.LevelDebug, "client went away mid-response", slog.String("path", r.URL.Path))
 		return nil
 	case errors.Is(context.Cause(ctx), errIdle):
-		return fmt.Errorf("upstream %s sent nothing for %v mid-response: %w", p.name, p.t.Idle, rerr)
+		return fmt.Errorf("upstream %s sent nothing for %v mid-response: %w", x.up.name, p.t.Idle, rerr)
 	}
-	return fmt.Errorf("reading the response of upstream %s: %w", p.name, rerr)
+	return fmt.Errorf("reading the response of upstream %s: %w", x.up.name, rerr)
 }
 
 var (
@@ -191,7 +191,7 @@ type decodingTap struct {
 	dead bool
 }
 
-func newDecodingTap(coding string, tap *anthropic.UsageTap) *decodingTap {
+func newDecodingTap(coding string, tap protocol.UsageTap) *decodingTap {
 	pr, pw := io.Pipe()
 	d := &decodingTap{pw: pw, done: make(chan struct{})}
 	go func() {
@@ -217,13 +217,13 @@ func newDecodingTap(coding string, tap *anthropic.UsageTap) *decodingTap {
 }
 
 // plainTap is a tapSink for an answer without content coding.
-type plainTap struct{ t *anthropic.UsageTap }
+type plainTap struct{ t protocol.UsageTap }
 
 func (p plainTap) Write(b []byte) (int, error) { return p.t.Write(b) }
 func (plainTap) Close()                        {}
 
 // tapWriter hides UsageTap's other methods from io.CopyBuffer.
-type tapWriter struct{ t *anthropic.UsageTap }
+type tapWriter struct{ t protocol.UsageTap }
 
 func (w tapWriter) Write(p []byte) (int, error) { return w.t.Write(p) }
 

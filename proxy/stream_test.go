@@ -20,29 +20,30 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
+	"github.com/ctxguard/ctxguard/protocol"
 )
 
 // usageLog collects OnUsage calls; the proxy makes them after the last
 // byte went out, so a test that has read the body may need to wait.
 type usageLog struct {
 	mu    sync.Mutex
-	calls []anthropic.Usage
+	calls []protocol.Usage
 }
 
-func (l *usageLog) add(u anthropic.Usage) { l.mu.Lock(); l.calls = append(l.calls, u); l.mu.Unlock() }
+func (l *usageLog) add(u protocol.Usage) { l.mu.Lock(); l.calls = append(l.calls, u); l.mu.Unlock() }
 
 // wait returns the calls once there are n, or after a second.
-func (l *usageLog) wait(n int) []anthropic.Usage {
+func (l *usageLog) wait(n int) []protocol.Usage {
 	deadline := time.Now().Add(time.Second)
 	for {
 		l.mu.Lock()
-		c := append([]anthropic.Usage(nil), l.calls...)
+		c := append([]protocol.Usage(nil), l.calls...)
 		l.mu.Unlock()
 		if len(c) >= n || time.Now().After(deadline) {
 			time.Sleep(20 * time.Millisecond) // would a second call follow?
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			return append([]anthropic.Usage(nil), l.calls...)
+			return append([]protocol.Usage(nil), l.calls...)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -115,7 +116,7 @@ func TestSSEForwardedPerEvent(t *testing.T) {
 	fake := anthropictest.NewServer(anthropictest.Options{Turns: []anthropictest.Turn{turn}, TextChunk: 8})
 	defer fake.Close()
 	var ul usageLog
-	rw := RewriterFunc(func(_ context.Context, _ *http.Request, body []byte) Outcome {
+	rw := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
 		return Outcome{Body: body, OnUsage: ul.add}
 	})
 	srv, _ := newProxyServer(t, fake.URL, Options{Rewriter: rw})
@@ -148,7 +149,7 @@ func TestSSEForwardedPerEvent(t *testing.T) {
 			t.Errorf("stream lacks %s", want)
 		}
 	}
-	if usage := ul.wait(1); len(usage) != 1 || usage[0].InputTokens != len(streamReq)/4 {
+	if usage := ul.wait(1); len(usage) != 1 || usage[0].Input != len(streamReq)/4 {
 		t.Errorf("OnUsage calls %+v", usage)
 	}
 }
@@ -245,7 +246,7 @@ func TestUpstreamErrorsUnchanged(t *testing.T) {
 			}
 		})
 		var ul usageLog
-		rw := RewriterFunc(func(_ context.Context, _ *http.Request, body []byte) Outcome {
+		rw := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
 			return Outcome{Body: body, OnUsage: ul.add}
 		})
 		srv, _ := newProxyServer(t, up.URL, Options{Rewriter: rw})
@@ -277,7 +278,7 @@ const sseText = "event: message_start\n" +
 	"event: message_stop\n" + `data: {"type":"message_stop"}` + "\n\n"
 
 func TestUsageTapThroughProxy(t *testing.T) {
-	want := anthropic.Usage{InputTokens: 11, CacheCreationInputTokens: 2000, CacheReadInputTokens: 30000, OutputTokens: 42}
+	want := protocol.Usage{Input: 11, CacheWrite: 2000, CacheRead: 30000, Output: 42}
 	jsonAnswer := `{"model":"claude-opus-4-8","id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"Hello"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":11,"cache_creation_input_tokens":2000,"cache_read_input_tokens":30000,"output_tokens":42}}`
 	type answer struct {
 		ct, body, coding string
@@ -328,7 +329,7 @@ func TestUsageTapThroughProxy(t *testing.T) {
 				}
 			})
 			var ul usageLog
-			rw := RewriterFunc(func(_ context.Context, _ *http.Request, body []byte) Outcome {
+			rw := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
 				return Outcome{Body: body, OnUsage: ul.add}
 			})
 			srv, _ := newProxyServer(t, up.URL, Options{Rewriter: rw})
@@ -338,7 +339,7 @@ func TestUsageTapThroughProxy(t *testing.T) {
 			if !bytes.Equal(body, wire) || res.Header.Get("Content-Encoding") != tc.a.coding {
 				t.Errorf("client got %d bytes (encoding %q), upstream sent %d", len(body), res.Header.Get("Content-Encoding"), len(wire))
 			}
-			if diff := cmp.Diff([]anthropic.Usage{want}, ul.wait(1)); diff != "" {
+			if diff := cmp.Diff([]protocol.Usage{want}, ul.wait(1)); diff != "" {
 				t.Errorf("OnUsage calls (-want +got)\n%s", diff)
 			}
 		})
@@ -353,7 +354,7 @@ func TestFakeStreamChunkedAtEveryByte(t *testing.T) {
 	}}})
 	defer fake.Close()
 	var ul usageLog
-	rw := RewriterFunc(func(_ context.Context, _ *http.Request, body []byte) Outcome {
+	rw := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
 		return Outcome{Body: body, OnUsage: ul.add}
 	})
 	srv, _ := newProxyServer(t, fake.URL, Options{Rewriter: rw})
@@ -361,7 +362,7 @@ func TestFakeStreamChunkedAtEveryByte(t *testing.T) {
 	if res.StatusCode != 200 || !strings.HasSuffix(string(body), "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") {
 		t.Fatalf("%d %q", res.StatusCode, body)
 	}
-	if diff := cmp.Diff([]anthropic.Usage{{InputTokens: 3, CacheReadInputTokens: 1000, OutputTokens: 77}}, ul.wait(1)); diff != "" {
+	if diff := cmp.Diff([]protocol.Usage{{Input: 3, CacheRead: 1000, Output: 77}}, ul.wait(1)); diff != "" {
 		t.Errorf("usage (-want +got)\n%s", diff)
 	}
 }
@@ -402,10 +403,10 @@ func TestHTTP2Client(t *testing.T) {
 	defer fake.Close()
 	u, _ := url.Parse(fake.URL)
 	var ul usageLog
-	rw := RewriterFunc(func(_ context.Context, _ *http.Request, body []byte) Outcome {
+	rw := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
 		return Outcome{Body: body, OnUsage: ul.add}
 	})
-	p, err := New(Options{Upstream: u, Rewriter: rw})
+	p, err := New(Options{Upstream: u, Rewriter: rw, Protocols: []protocol.Protocol{anthropic.Protocol}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,10 +449,10 @@ func FuzzDecodingTap(f *testing.F) {
 	codings := []string{"gzip", "br", "zstd", "deflate"}
 	f.Fuzz(func(t *testing.T, data []byte, seed uint64, c uint8) {
 		coding := codings[int(c)%len(codings)]
-		want := anthropic.NewUsageTap("text/event-stream")
+		want := anthropic.Protocol.NewUsageTap("text/event-stream")
 		want.Write(data)
 		wire := anthropictest.Compress(coding, data)
-		got := anthropic.NewUsageTap("text/event-stream")
+		got := anthropic.Protocol.NewUsageTap("text/event-stream")
 		d := newDecodingTap(coding, got)
 		r := rand.New(rand.NewPCG(seed, seed))
 		for len(wire) > 0 {
@@ -466,7 +467,7 @@ func FuzzDecodingTap(f *testing.F) {
 			t.Fatalf("%s: decoded tap %+v %v, plain %+v %v", coding, gu, gok, wu, wok)
 		}
 		// A corrupt stream must not block or panic.
-		bad := newDecodingTap(coding, anthropic.NewUsageTap("text/event-stream"))
+		bad := newDecodingTap(coding, anthropic.Protocol.NewUsageTap("text/event-stream"))
 		bad.Write(append([]byte{0xff, 0xfe}, data...))
 		bad.Write(data)
 		bad.Close()

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/ctxguard/ctxguard"
+	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/store"
@@ -78,7 +79,7 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 		}
 		ctx := context.Background()
 		rw := func(body []byte) (Outcome, error) {
-			res := g.RewriteBody(ctx, nil, body)
+			res := g.RewriteBody(ctx, anthropic.Protocol, nil, body)
 			if res.Skipped != "" {
 				return Outcome{}, fmt.Errorf("not rewritten: %s", res.Skipped)
 			}
@@ -87,7 +88,7 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 				return out, nil
 			}
 			for i, sg := range stages {
-				sr := sg.RewriteBody(ctx, nil, body)
+				sr := sg.RewriteBody(ctx, anthropic.Protocol, nil, body)
 				if sr.Err != nil {
 					return Outcome{}, fmt.Errorf("pipeline stopped after pass %s: %w", passes[i], sr.Err)
 				}

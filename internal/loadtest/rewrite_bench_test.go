@@ -72,7 +72,7 @@ func BenchmarkRewrite(b *testing.B) {
 				b.SetBytes(int64(len(data)))
 				b.ReportAllocs()
 				for b.Loop() {
-					if res := g.RewriteBody(context.Background(), h, data); res.Err != nil {
+					if res := g.RewriteBody(context.Background(), anthropic.Protocol, h, data); res.Err != nil {
 						b.Fatal(res.Err)
 					}
 				}
@@ -85,7 +85,7 @@ func BenchmarkRewrite(b *testing.B) {
 					b.SetBytes(int64(len(data)))
 					b.ReportAllocs()
 					for b.Loop() {
-						if res := g.RewriteBody(context.Background(), nil, data); res.Err != nil {
+						if res := g.RewriteBody(context.Background(), anthropic.Protocol, nil, data); res.Err != nil {
 							b.Fatal(res.Err)
 						}
 					}

@@ -268,7 +268,7 @@ func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
 				t, err = est(b.Input)
 				mc.uses++
 				if err == nil && p.clearsInput(c, b, t) {
-					if after, big := inputAfter(c.Body, b.Input); big {
+					if after, big := inputAfter(inputOf(c, b)); big {
 						mc.clearable += t
 						mc.stubbed += after + blockTokens
 						a.items = append(a.items, item{mi, bi, kindInput})
@@ -328,10 +328,32 @@ func (p *Pass) clearsResult(c *conversation.Conversation, b *conversation.Block,
 }
 
 func (p *Pass) clearsInput(c *conversation.Conversation, b *conversation.Block, t int) bool {
-	if t < p.cfg.MinTokens || jsonscan.KindOf(c.Body, b.Input) != jsonscan.Object {
+	if t < p.cfg.MinTokens {
+		return false
+	}
+	if body, in := inputOf(c, b); jsonscan.KindOf(body, in) != jsonscan.Object {
 		return false
 	}
 	return p.tools.of(c, b).input
+}
+
+// inputOf returns the JSON of a tool call's input and its span in it: the
+// body itself, or for an input sent encoded in a string (OpenAI's
+// "arguments"), the decoded string (a zero span when it does not decode
+// to JSON).
+func inputOf(c *conversation.Conversation, b *conversation.Block) ([]byte, conversation.Span) {
+	if !b.InputEncoded {
+		return c.Body, b.Input
+	}
+	inner, err := jsonscan.AppendUnquote(nil, c.Bytes(b.Input))
+	if err != nil {
+		return nil, conversation.Span{}
+	}
+	root, err := jsonscan.Root(inner)
+	if err != nil {
+		return nil, conversation.Span{}
+	}
+	return inner, root
 }
 
 // Run implements pipeline.Pass.
@@ -352,36 +374,14 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 		return nil, err
 	}
 	if r.Env != nil && r.Env.Binding {
-		if e, ok := binding(r.Conv); ok {
-			out = append(out, e)
-			r.AddBeta(model.BindingBeta)
-		}
+		// Every request of a binding model, from the first on, asks it to
+		// drop rather than reject a thinking block whose prefix ctxguard
+		// changed, so the setting itself never changes mid-session (a
+		// change of thinking settings would invalidate the cached
+		// messages).
+		r.Require(conversation.DropInvalidThinking)
 	}
 	return out, nil
-}
-
-// binding returns the edit that asks a binding-enforcing model to drop,
-// rather than reject, a thinking block whose prefix ctxguard changed. It
-// is added to every request of such a model, from the first one on, so
-// the setting itself never changes mid-session (a change of thinking
-// settings would invalidate the cached messages). Requests without
-// thinking enabled, or that already say what to do, are left alone.
-func binding(c *conversation.Conversation) (splice.Edit, bool) {
-	v := c.Thinking.Value
-	if jsonscan.KindOf(c.Body, v) != jsonscan.Object {
-		return splice.Edit{}, false
-	}
-	typ, err := jsonscan.Lookup(c.Body, v, "type")
-	if err != nil || jsonscan.StringIs(c.Body, typ, "disabled") {
-		return splice.Edit{}, false
-	}
-	if _, err := jsonscan.Lookup(c.Body, v, "block_binding"); err == nil {
-		return splice.Edit{}, false
-	}
-	return splice.Edit{
-		Span: splice.Span{Start: v.End - 1, End: v.End - 1},
-		Repl: []byte(`,"block_binding":{"prefix_mismatch_behavior":"drop_block"}`),
-	}, true
 }
 
 // without returns the bytes of sp with the given members (key through

@@ -250,8 +250,8 @@ func TestBinding(t *testing.T) {
 			t.Errorf("thinking %s became %s, want %s", tc.thinking, d.Thinking, tc.want)
 		}
 		wantBeta := tc.want != tc.thinking
-		if got := len(res.Betas) == 1 && res.Betas[0] == model.BindingBeta; got != wantBeta {
-			t.Errorf("thinking %s: betas %v", tc.thinking, res.Betas)
+		if got := len(res.Headers) == 1 && res.Headers[0] == [2]string{"Anthropic-Beta", anthropic.BindingBeta}; got != wantBeta {
+			t.Errorf("thinking %s: headers %v", tc.thinking, res.Headers)
 		}
 	}
 }

@@ -178,19 +178,21 @@ func inputAfter(body []byte, in conversation.Span) (int, bool) {
 const inputFieldMin = 200
 
 // inputStub rewrites a tool call's input object, replacing each large field
-// with a stub and keeping the small ones (file paths, flags) verbatim.
+// with a stub and keeping the small ones (file paths, flags) verbatim. An
+// input sent encoded in a string is rewritten inside the string, which is
+// then encoded again.
 func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool) (splice.Edit, error) {
 	c := r.Conv
 	key := p.memo.key(c.Bytes(b.Input), 'i', first, nil, p.blobs.Epoch())
 	if m, ok := p.memo.get(key); ok {
 		return splice.Edit{Span: b.Input, Repl: m.repl, Blob: m.blob}, nil
 	}
-	body := c.Body
+	body, in := inputOf(c, b)
 	var out []byte
 	var ids []string // of the blobs the stubs name
 	out = append(out, '{')
 	firstMember := true
-	_, err := jsonscan.ObjectEach(body, b.Input.Start, 0, func(k jsonscan.Span, v int) (int, error) {
+	_, err := jsonscan.ObjectEach(body, in.Start, 0, func(k jsonscan.Span, v int) (int, error) {
 		val, err := jsonscan.ValueAt(body, v, 1)
 		if err != nil {
 			return 0, err
@@ -222,6 +224,9 @@ func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool)
 		return splice.Edit{}, err
 	}
 	out = append(out, '}')
+	if b.InputEncoded {
+		out = jsonscan.AppendQuote(nil, string(out))
+	}
 	m := stubEdit{repl: out, blob: strings.Join(ids, " ")}
 	p.memo.put(key, m)
 	return splice.Edit{Span: b.Input, Repl: m.repl, Blob: m.blob}, nil
@@ -245,7 +250,8 @@ func removeThinking(r *pipeline.Request, mi int) []splice.Edit {
 	}
 	var out []splice.Edit
 	if len(think) == len(m.Blocks) {
-		out = append(out, splice.Edit{Span: m.Blocks[think[0]].Span, Repl: []byte(`{"type":"text","text":"[ctxguard removed earlier reasoning]"}`)})
+		repl := r.Conv.Dialect.AppendText(nil, m.Role, []byte(`"[ctxguard removed earlier reasoning]"`), nil)
+		out = append(out, splice.Edit{Span: m.Blocks[think[0]].Span, Repl: repl})
 		think = think[1:]
 	}
 	for _, bi := range think {
@@ -273,17 +279,13 @@ func markerBoundary(pl plan, n int) int {
 	return ev[len(ev)-1].clearTo
 }
 
-// marker returns the edit that puts a cache_control marker on the last
-// object block before message `to`, copying the client's own marker so TTLs
-// stay ordered as the client ordered them.
+// marker returns the edit that puts a cache marker (the Dialect's) on the
+// last object block before message `to`. Protocols without markers (the
+// API caches prefixes by itself) get none.
 func marker(c *conversation.Conversation, to int, trimmed func(int) bool) (splice.Edit, bool) {
-	mark := []byte(`"cache_control":{"type":"ephemeral"}`)
-	for mi := len(c.Messages) - 1; mi >= 0; mi-- {
-		for _, b := range c.Messages[mi].Blocks {
-			if !b.CacheControl.IsZero() {
-				mark = c.Bytes(b.CacheControl)
-			}
-		}
+	mark := c.Dialect.CacheMarker(c)
+	if mark == nil {
+		return splice.Edit{}, false
 	}
 	for mi := to - 1; mi >= 0; mi-- {
 		m := &c.Messages[mi]

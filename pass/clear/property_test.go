@@ -322,8 +322,8 @@ func checkRequest(t testing.TB, pc propConfig, where string, orig []byte, longPi
 		t.Errorf("%s: a fresh process and a long-lived one differ: %s", where, firstDiff(res.Body, resLong.Body))
 		return nil, false
 	}
-	if !slices.Equal(res.Betas, resLong.Betas) || !slices.Equal(res.Notes, resLong.Notes) {
-		t.Errorf("%s: betas %v / %v, notes %v / %v", where, res.Betas, resLong.Betas, res.Notes, resLong.Notes)
+	if !slices.Equal(res.Headers, resLong.Headers) || !slices.Equal(res.Notes, resLong.Notes) {
+		t.Errorf("%s: headers %v / %v, notes %v / %v", where, res.Headers, resLong.Headers, res.Notes, resLong.Notes)
 	}
 	sent := res.Body
 	// 2. Valid.

@@ -114,28 +114,29 @@ func (p *Pass) dropRun(r *pipeline.Request, a, b int) ([]splice.Edit, error) {
 			out = append(out, splice.Edit{Span: splice.Span{Start: asst.Span.Start, End: msgs[i+2].Span.Start}})
 			continue
 		}
+		d := c.Dialect
 		if len(aKeep) == 0 {
-			aKeep = [][]byte{textJSON("[earlier tool work, dropped by ctxguard]")}
+			aKeep = [][]byte{textBlock(d, asst.Role, "[earlier tool work, dropped by ctxguard]")}
 		}
 		if last {
-			uKeep = append([][]byte{textJSON(note)}, uKeep...)
+			uKeep = append([][]byte{textBlock(d, user.Role, note)}, uKeep...)
 		} else if len(uKeep) == 0 {
-			uKeep = [][]byte{textJSON("[tool results dropped by ctxguard]")}
+			uKeep = [][]byte{textBlock(d, user.Role, "[tool results dropped by ctxguard]")}
 		}
 		var blob string // the note's
 		if last {
 			blob = kept.ID
 		}
-		out = append(out,
-			splice.Edit{Span: asst.Content, Repl: appendArray(nil, aKeep)},
-			splice.Edit{Span: user.Content, Repl: appendArray(nil, uKeep), Blob: blob})
+		aSpan, aRepl := d.ReplaceMessage(c, i, aKeep)
+		uSpan, uRepl := d.ReplaceMessage(c, i+1, uKeep)
+		out = append(out, splice.Edit{Span: aSpan, Repl: aRepl}, splice.Edit{Span: uSpan, Repl: uRepl, Blob: blob})
 	}
 	return out, nil
 }
 
 // keptBlocks returns the blocks of a message that trimming keeps: all
-// but tool calls, tool results and thinking, as block objects without a
-// cache_control (a string content becomes a text block).
+// but tool calls, tool results and thinking, in the form the Dialect keeps
+// them in a rewritten message.
 func keptBlocks(c *conversation.Conversation, m *conversation.Message) [][]byte {
 	var out [][]byte
 	for i := range m.Blocks {
@@ -143,30 +144,15 @@ func keptBlocks(c *conversation.Conversation, m *conversation.Message) [][]byte 
 		switch b.Kind {
 		case conversation.ToolCall, conversation.ToolResult, conversation.Thinking, conversation.RedactedThinking:
 			continue
-		case conversation.Text:
-			if m.ContentString || !b.CacheControl.IsZero() {
-				out = append(out, append(append([]byte(`{"type":"text","text":`), c.Bytes(b.Text)...), '}'))
-				continue
-			}
 		}
-		out = append(out, c.Bytes(b.Span))
+		out = append(out, c.Dialect.KeptBlock(c, m, b))
 	}
 	return out
 }
 
-func textJSON(s string) []byte {
-	return append(jsonscan.AppendQuote([]byte(`{"type":"text","text":`), s), '}')
-}
-
-func appendArray(dst []byte, parts [][]byte) []byte {
-	dst = append(dst, '[')
-	for i, p := range parts {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, p...)
-	}
-	return append(dst, ']')
+// textBlock renders text as a block of a message of role r.
+func textBlock(d conversation.Dialect, r conversation.Role, text string) []byte {
+	return d.AppendText(nil, r, jsonscan.AppendQuote(nil, text), nil)
 }
 
 // runText is what the blob of a dropped run holds: the messages as text a
@@ -186,7 +172,11 @@ func runText(c *conversation.Conversation, a, b int) ([]byte, error) {
 				out, err = jsonscan.AppendUnquote(out, c.Bytes(blk.Text))
 			case conversation.ToolCall:
 				out = append(out, "[tool call "+c.ToolName(blk)+" "+c.String(blk.ID)+"] "...)
-				out = append(out, c.Bytes(blk.Input)...)
+				if body, in := inputOf(c, blk); in.Len() > 0 {
+					out = append(out, in.Bytes(body)...)
+				} else {
+					out = append(out, c.Bytes(blk.Input)...)
+				}
 			case conversation.ToolResult:
 				out = append(out, "[tool result "+c.String(blk.ID)+"]\n"...)
 				var text []byte

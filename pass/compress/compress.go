@@ -293,7 +293,7 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 					if !set.images {
 						continue
 					}
-					if e, ok := imageEdit(body, pt.Span); ok && !r.Edited(pt.Span) {
+					if e, ok := imageEdit(r.Conv, pt.Span); ok && !r.Edited(pt.Span) {
 						edits = append(edits, e)
 					}
 				}

@@ -1,0 +1,149 @@
+// Package protocol is the seam between ctxguard's engine and the model
+// APIs it speaks. A Protocol is one API's wire format (Anthropic Messages,
+// OpenAI Responses, OpenAI Chat Completions): which requests it rewrites,
+// how their bodies parse into a conversation (and the next request of a
+// session, incrementally), how usage is read from its answers, how errors
+// are written in its shape, and how what passes ask for is rendered in
+// its bytes (conversation.Dialect).
+//
+// The proxy, the pipeline and the passes know only this package and
+// package conversation; the protocol packages (anthropic, openai/...)
+// implement it. A dependency test keeps it that way.
+package protocol
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/ctxguard/ctxguard/conversation"
+)
+
+// Protocol is one model API's wire format. Implementations are stateless
+// values, safe for concurrent use.
+type Protocol interface {
+	// Name is the protocol's short name ("anthropic", "responses",
+	// "chat"), used in logs, headers and metrics.
+	Name() string
+	// Family names the API the protocol belongs to ("anthropic",
+	// "openai"): requests of one family go to the same upstream.
+	Family() string
+	// Claim says how strongly a request belongs to the protocol, from its
+	// method, path (after any route prefix) and headers; the proxy
+	// dispatches on the strongest claim.
+	Claim(method, path string, h http.Header) Claim
+	// Rewritable reports whether a request with this method and path
+	// carries a body the protocol parses and ctxguard rewrites (given a
+	// JSON content type).
+	Rewritable(method, path string) bool
+
+	// Parse locates the parts of a request body in one scan. The result
+	// aliases body. It fails with an error wrapping ErrShape for valid
+	// JSON of another shape.
+	Parse(body []byte) (*conversation.Conversation, error)
+	// ParseAfter is Parse for a body that repeats the start of an earlier
+	// body whose parse is prev: the first stable messages of prev are
+	// taken over without scanning them again. The result equals Parse's.
+	ParseAfter(body []byte, prev *conversation.Conversation, stable int) (*conversation.Conversation, error)
+	// Stable returns how many leading messages of prev lie wholly within
+	// the bytes body shares with prev.Body, so ParseAfter may reuse them.
+	Stable(prev *conversation.Conversation, body []byte) int
+
+	// NewUsageTap returns a tap that reads the usage of an answer with
+	// the given Content-Type as it streams past.
+	NewUsageTap(contentType string) UsageTap
+	// AppendError appends the body of an error answer in the protocol's
+	// shape, with a client-safe message and an error ID.
+	AppendError(dst []byte, kind Kind, message, id string) []byte
+}
+
+// Claim is how strongly a request belongs to a protocol.
+type Claim uint8
+
+const (
+	// No: the request is not the protocol's.
+	No Claim = iota
+	// Maybe: nothing says it is another's (a header of the protocol's
+	// API, a path the API shares with others).
+	Maybe
+	// Yes: a path only the protocol serves.
+	Yes
+)
+
+// UsageTap reads the token usage of an answer streamed past it. Write
+// always returns len(p), nil, never retains p, and buffers a bounded
+// amount. A tap is used by one goroutine.
+type UsageTap interface {
+	Write(p []byte) (int, error)
+	// Usage returns what was read so far, and whether anything was.
+	Usage() (Usage, bool)
+}
+
+// Usage is the token usage an API reported for one answer, in one
+// vocabulary for every protocol.
+type Usage struct {
+	Input      int // input tokens neither read from nor written to the cache
+	CacheRead  int // input tokens read from the prompt cache
+	CacheWrite int // input tokens written to the prompt cache (Anthropic)
+	Output     int // output tokens, reasoning included
+}
+
+// PromptTokens is the size of the prompt: every input token, cached or
+// not.
+func (u Usage) PromptTokens() int { return u.Input + u.CacheRead + u.CacheWrite }
+
+// AppendList adds values to the comma-separated list header name (such
+// as anthropic-beta), keeping one header line as the client sent it and
+// skipping values it already holds.
+func AppendList(h http.Header, name string, values ...string) {
+	if len(values) == 0 {
+		return
+	}
+	name = http.CanonicalHeaderKey(name)
+	have := map[string]bool{}
+	for _, v := range h[name] {
+		for f := range strings.SplitSeq(v, ",") {
+			have[strings.TrimSpace(f)] = true
+		}
+	}
+	var add []string
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if v != "" && !have[v] {
+			have[v] = true
+			add = append(add, v)
+		}
+	}
+	if len(add) == 0 {
+		return
+	}
+	vs := h[name]
+	if len(vs) == 0 {
+		h[name] = []string{strings.Join(add, ",")}
+		return
+	}
+	last := vs[len(vs)-1]
+	sep := ","
+	if strings.TrimSpace(last) == "" {
+		sep = ""
+	}
+	h[name] = append(vs[:len(vs)-1:len(vs)-1], last+sep+strings.Join(add, ","))
+}
+
+// ErrShape is wrapped by Parse errors for bodies that are valid JSON but
+// not a request of the protocol's shape (no messages array, say). Such
+// bodies are forwarded untouched.
+var ErrShape = errors.New("not a request of the protocol's shape")
+
+// Pick returns the protocol among protos that claims a request most
+// strongly (the first on a tie), or nil when none claims it.
+func Pick(protos []Protocol, method, path string, h http.Header) Protocol {
+	var best Protocol
+	claim := No
+	for _, p := range protos {
+		if c := p.Claim(method, path, h); c > claim {
+			best, claim = p, c
+		}
+	}
+	return best
+}
