@@ -41,7 +41,9 @@ func (messagesAPI) ParseAfter(body []byte, prev *conversation.Conversation, stab
 	return ParseAfter(body, prev, stable)
 }
 
-func (messagesAPI) Stable(prev *conversation.Conversation, body []byte) int { return Stable(prev, body) }
+func (messagesAPI) Stable(prev *conversation.Conversation, body []byte) int {
+	return Stable(prev, body)
+}
 
 func (messagesAPI) NewUsageTap(contentType string) protocol.UsageTap {
 	return usageTap{NewUsageTap(contentType)}

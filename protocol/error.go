@@ -17,15 +17,15 @@ import (
 type Kind uint8
 
 const (
-	Internal        Kind = iota // 500 and ctxguard's own upstream failures (502, 504)
-	InvalidRequest              // 400, 408 and other 4xx
-	Authentication              // 401
-	Permission                  // 403
-	NotFound                    // 404
-	TooLarge                    // 413
-	RateLimited                 // 429
-	Overloaded                  // 529 (Anthropic), 503 elsewhere
-	GatewayTimeout              // 504
+	Internal       Kind = iota // 500 and ctxguard's own upstream failures (502, 504)
+	InvalidRequest             // 400, 408 and other 4xx
+	Authentication             // 401
+	Permission                 // 403
+	NotFound                   // 404
+	TooLarge                   // 413
+	RateLimited                // 429
+	Overloaded                 // 529 (Anthropic), 503 elsewhere
+	GatewayTimeout             // 504
 )
 
 // Error is an error that ctxguard itself answers a client with, rendered
