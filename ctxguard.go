@@ -430,16 +430,31 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	return out
 }
 
-// Handler returns the reverse proxy: every request goes to the configured
-// upstream, Messages requests through the pipeline, and /ctxguard/ paths
-// are served locally (blob retrieval).
+// Handler returns the reverse proxy: every request goes to the upstream
+// of its protocol's family (or of its named route), rewritable requests
+// through the pipeline, and /ctxguard/ paths are served locally (blob
+// retrieval).
 func (g *Guard) Handler() (*proxy.Proxy, error) {
-	u, err := url.Parse(g.cfg.Upstream)
-	if err != nil {
-		return nil, fmt.Errorf("upstream: %w", err)
+	ups := map[string]*url.URL{}
+	for fam, raw := range map[string]string{"anthropic": g.cfg.Upstreams.Anthropic, "openai": g.cfg.Upstreams.OpenAI} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("upstreams.%s: %w", fam, err)
+		}
+		ups[fam] = u
+	}
+	var routes []proxy.Route
+	for name, raw := range g.cfg.Routes {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("routes.%s: %w", name, err)
+		}
+		routes = append(routes, proxy.Route{Prefix: config.RoutePrefix(name), Upstream: u})
 	}
 	return proxy.New(proxy.Options{
-		Upstream:    u,
+		Upstream:    ups["anthropic"],
+		Upstreams:   ups,
+		Routes:      routes,
 		Protocols:   g.protocols,
 		MaxBody:     g.cfg.MaxBody,
 		MaxBuffered: g.cfg.Limits.MaxBuffered,

@@ -38,10 +38,16 @@ type Config struct {
 	// address. At least 16 characters. Also CTXGUARD_AUTH_TOKEN.
 	// Printed redacted.
 	AuthToken string `yaml:"auth_token"`
-	// Upstream is the model API's base URL. Default
-	// https://api.anthropic.com. Credentials in it are redacted wherever
-	// ctxguard prints it.
-	Upstream string `yaml:"upstream"`
+	// Upstreams are the model APIs' base URLs, by protocol family.
+	// Credentials in them are redacted wherever ctxguard prints them.
+	Upstreams Upstreams `yaml:"upstreams"`
+	// Routes are named path prefixes to other upstreams, for OpenAI-
+	// compatible (or Anthropic-compatible) providers: with
+	// {openrouter: https://openrouter.ai/api}, a client whose base URL is
+	// http://127.0.0.1:8787/x/openrouter/v1 reaches
+	// https://openrouter.ai/api/v1/..., rewritten like any other request
+	// of its protocol. Names are letters, digits, '-', '_' and '.'.
+	Routes map[string]string `yaml:"routes"`
 	// MaxBody is the largest request body accepted, in bytes (after
 	// decompression). Default 32 MiB, the API's own limit; larger bodies
 	// get 413.
@@ -76,6 +82,19 @@ type Config struct {
 	Persist persist.Config `yaml:"persist"`
 	// Clear is the history clearing pass.
 	Clear clear.Config `yaml:"clear"`
+}
+
+// Upstreams are the base URLs requests go to, by the family of their
+// protocol. The --upstream flag and CTXGUARD_UPSTREAM set both (one
+// gateway that serves every API).
+type Upstreams struct {
+	// Anthropic serves the Messages API (/v1/messages) and requests that
+	// carry Anthropic's headers. Default https://api.anthropic.com.
+	Anthropic string `yaml:"anthropic"`
+	// OpenAI serves the Responses API (/v1/responses), Chat Completions
+	// (/v1/chat/completions) and other requests. Default
+	// https://api.openai.com.
+	OpenAI string `yaml:"openai"`
 }
 
 // Local configures the endpoints under /ctxguard/ (blob retrieval,
@@ -168,14 +187,14 @@ type Limits struct {
 // Defaults returns the configuration ctxguard runs with when given none.
 func Defaults() Config {
 	return Config{
-		Listen:   "127.0.0.1:8787",
-		Upstream: "https://api.anthropic.com",
-		MaxBody:  32 << 20,
-		DataDir:  defaultDataDir(),
-		BlobTTL:  7 * 24 * time.Hour,
-		Local:    Local{Access: "loopback"},
-		Log:      Log{Level: "info", Format: "text"},
-		Timeouts: DefaultTimeouts(),
+		Listen:    "127.0.0.1:8787",
+		Upstreams: Upstreams{Anthropic: "https://api.anthropic.com", OpenAI: "https://api.openai.com"},
+		MaxBody:   32 << 20,
+		DataDir:   defaultDataDir(),
+		BlobTTL:   7 * 24 * time.Hour,
+		Local:     Local{Access: "loopback"},
+		Log:       Log{Level: "info", Format: "text"},
+		Timeouts:  DefaultTimeouts(),
 		Limits: Limits{
 			MaxBuffered:   128 << 20,
 			Sessions:      32,
@@ -276,7 +295,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 		c.Listen = v
 	}
 	if v := getenv("CTXGUARD_UPSTREAM"); v != "" {
-		c.Upstream = v
+		c.Upstreams = Upstreams{Anthropic: v, OpenAI: v}
 	}
 	if v := getenv("CTXGUARD_DATA_DIR"); v != "" {
 		c.DataDir = v
@@ -295,7 +314,12 @@ func (c Config) YAML() ([]byte, error) {
 	if c.AuthToken != "" {
 		c.AuthToken = Redacted
 	}
-	c.Upstream = RedactURL(c.Upstream)
+	c.Upstreams = Upstreams{Anthropic: RedactURL(c.Upstreams.Anthropic), OpenAI: RedactURL(c.Upstreams.OpenAI)}
+	routes := make(map[string]string, len(c.Routes))
+	for k, v := range c.Routes {
+		routes[k] = RedactURL(v)
+	}
+	c.Routes = routes
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -343,6 +367,17 @@ func LocalAddr(listen string) string {
 	return net.JoinHostPort(host, port)
 }
 
+var routeName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// httpURL reports whether u is an http or https URL with a host.
+func httpURL(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != ""
+}
+
+// RoutePrefix is the path prefix of the named route.
+func RoutePrefix(name string) string { return "/x/" + name }
+
 // minTokenLen is the shortest auth token accepted.
 const minTokenLen = 16
 
@@ -362,8 +397,18 @@ func (c Config) Validate() error {
 	case strings.ContainsAny(c.AuthToken, "\r\n\x00"):
 		errs = append(errs, errors.New("auth_token: holds a line break or NUL; it must fit in an HTTP header"))
 	}
-	if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("upstream: %q is not an http(s) URL", RedactURL(c.Upstream)))
+	for name, u := range map[string]string{"upstreams.anthropic": c.Upstreams.Anthropic, "upstreams.openai": c.Upstreams.OpenAI} {
+		if !httpURL(u) {
+			errs = append(errs, fmt.Errorf("%s: %q is not an http(s) URL", name, RedactURL(u)))
+		}
+	}
+	for name, u := range c.Routes {
+		if !routeName.MatchString(name) {
+			errs = append(errs, fmt.Errorf("routes: %q: a name is letters, digits, '-', '_' and '.'", name))
+		}
+		if !httpURL(u) {
+			errs = append(errs, fmt.Errorf("routes.%s: %q is not an http(s) URL", name, RedactURL(u)))
+		}
 	}
 	if c.MaxBody <= 0 {
 		errs = append(errs, fmt.Errorf("max_body: %d must be positive", c.MaxBody))

@@ -32,7 +32,7 @@ func TestDecode(t *testing.T) {
 			if c.Listen != "127.0.0.1:9999" || c.Clear.Trigger.Resolve(200_000) != 80_000 || c.Clear.KeepTokens.Resolve(1) != 10_000 || c.BlobTTL != 2*time.Hour {
 				return "overrides not applied"
 			}
-			if c.Upstream != Defaults().Upstream || !c.Compress.Enabled {
+			if c.Upstreams != Defaults().Upstreams || !c.Compress.Enabled {
 				return "defaults lost"
 			}
 			return ""
@@ -68,7 +68,9 @@ func TestValidate(t *testing.T) {
 		want   string
 	}{
 		{func(c *Config) { c.Listen = "nope" }, "listen"},
-		{func(c *Config) { c.Upstream = "ftp://x" }, "upstream"},
+		{func(c *Config) { c.Upstreams.OpenAI = "ftp://x" }, "upstreams.openai"},
+		{func(c *Config) { c.Routes = map[string]string{"open router": "https://x"} }, "routes"},
+		{func(c *Config) { c.Routes = map[string]string{"or": "x"} }, "routes.or"},
 		{func(c *Config) { c.MaxBody = 0 }, "max_body"},
 		{func(c *Config) { c.DataDir = "" }, "data_dir"},
 		{func(c *Config) { c.Local.Access = "world" }, "local.access"},
@@ -110,7 +112,7 @@ func TestEnv(t *testing.T) {
 	c := Defaults()
 	env := map[string]string{"CTXGUARD_LISTEN": "127.0.0.1:1", "CTXGUARD_UPSTREAM": "http://u", "CTXGUARD_DATA_DIR": "/d", "CTXGUARD_AUTH_TOKEN": "tok-0123456789abcdef"}
 	c.ApplyEnv(func(k string) string { return env[k] })
-	if c.Listen != "127.0.0.1:1" || c.Upstream != "http://u" || c.DataDir != "/d" || c.AuthToken != "tok-0123456789abcdef" {
+	if c.Listen != "127.0.0.1:1" || c.Upstreams != (Upstreams{Anthropic: "http://u", OpenAI: "http://u"}) || c.DataDir != "/d" || c.AuthToken != "tok-0123456789abcdef" {
 		t.Errorf("%+v", c)
 	}
 }
@@ -208,7 +210,8 @@ func TestListenNeedsToken(t *testing.T) {
 func TestSecretsRedacted(t *testing.T) {
 	c := Defaults()
 	c.AuthToken = "0123456789abcdef-secret"
-	c.Upstream = "https://user:hunter2-password@gateway.example.com/v1"
+	c.Upstreams.Anthropic = "https://user:hunter2-password@gateway.example.com/v1"
+	c.Routes = map[string]string{"team": "https://bot:hunter2-password@llm.example.com"}
 	b, err := c.YAML()
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +224,7 @@ func TestSecretsRedacted(t *testing.T) {
 	if !strings.Contains(string(b), "https://user:xxxxx@gateway.example.com/v1") || !strings.Contains(string(b), Redacted) {
 		t.Errorf("redactions missing:\n%s", b)
 	}
-	c.Upstream = "ftp://u:hunter2-password@x"
+	c.Upstreams.Anthropic = "ftp://u:hunter2-password@x"
 	if err := c.Validate(); err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("Validate error %v shows the password", err)
 	}

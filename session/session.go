@@ -2,8 +2,9 @@
 //
 // The key is, in order of preference: a client's session header
 // (Claude Code's x-claude-code-session-id, Codex's session-id or thread-id,
-// opencode's x-session-id), the session_id inside Anthropic's
-// metadata.user_id, and else a hash of the request's stable prefix (system
+// opencode's x-session-id), a session id the body carries (the Dialect's
+// SessionID: the session_id inside Anthropic's metadata.user_id, the
+// Responses prompt_cache_key), and else a hash of the request's stable prefix (system
 // prompt and first user message), which every request of a session shares.
 // Keys are only for bookkeeping: no rewrite decision depends on them.
 package session
@@ -11,12 +12,10 @@ package session
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"strings"
 
 	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/internal/jsonscan"
 )
 
 // Headers that carry a client's own session id, most specific first.
@@ -35,8 +34,10 @@ func Key(h http.Header, c *conversation.Conversation) string {
 	if c == nil {
 		return ""
 	}
-	if id := metadataSession(c); id != "" {
-		return "m:" + clip(id)
+	if c.Dialect != nil {
+		if id := c.Dialect.SessionID(c); id != "" {
+			return "m:" + clip(id)
+		}
 	}
 	return "p:" + prefixHash(c)
 }
@@ -46,36 +47,6 @@ func clip(s string) string {
 		s = s[:128]
 	}
 	return s
-}
-
-// metadataSession extracts session_id from metadata.user_id, which Claude
-// Code sends as a JSON string holding a JSON object, and older versions as
-// "user_<hash>_account_<id>_session_<uuid>".
-func metadataSession(c *conversation.Conversation) string {
-	if c.Metadata.Value.IsZero() {
-		return ""
-	}
-	v, err := jsonscan.Lookup(c.Body, c.Metadata.Value, "user_id")
-	if err != nil {
-		return ""
-	}
-	uid := c.String(v)
-	if uid == "" {
-		return ""
-	}
-	if strings.HasPrefix(uid, "{") {
-		var m struct {
-			SessionID string `json:"session_id"`
-		}
-		if json.Unmarshal([]byte(uid), &m) == nil {
-			return m.SessionID
-		}
-		return ""
-	}
-	if i := strings.LastIndex(uid, "_session_"); i >= 0 {
-		return uid[i+len("_session_"):]
-	}
-	return ""
 }
 
 // prefixHash hashes the system prompt and the text of the first user

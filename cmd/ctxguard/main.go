@@ -184,7 +184,7 @@ func loadConfig(name, help string, args []string, stdout io.Writer, sf *serveFla
 	fs := newFlagSet("ctxguard "+name, help, stdout)
 	file := fs.String("config", "", "YAML config file")
 	listen := fs.String("listen", "", "listen address (default 127.0.0.1:8787)")
-	upstream := fs.String("upstream", "", "upstream API base URL (default https://api.anthropic.com)")
+	upstream := fs.String("upstream", "", "one upstream base URL for every API (default: https://api.anthropic.com and https://api.openai.com)")
 	dataDir := fs.String("data-dir", "", "data directory for the embedded store (default ~/.local/share/ctxguard)")
 	dryRun := fs.Bool("dry-run", false, "compute rewrites and log them, forward the original")
 	level := fs.String("log-level", "", "debug, info, warn or error")
@@ -208,7 +208,7 @@ func loadConfig(name, help string, args []string, stdout io.Writer, sf *serveFla
 		cfg.Listen = *listen
 	}
 	if set["upstream"] {
-		cfg.Upstream = *upstream
+		cfg.Upstreams = config.Upstreams{Anthropic: *upstream, OpenAI: *upstream}
 	}
 	if set["data-dir"] {
 		cfg.DataDir = *dataDir
@@ -299,7 +299,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	go g.Maintain(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("listening on http://"+cfg.Listen, "upstream", config.RedactURL(cfg.Upstream), "data_dir", cfg.DataDir, "dry_run", cfg.DryRun)
+	log.Info("listening on http://"+cfg.Listen, "anthropic", config.RedactURL(cfg.Upstreams.Anthropic), "openai", config.RedactURL(cfg.Upstreams.OpenAI),
+		"routes", len(cfg.Routes), "data_dir", cfg.DataDir, "dry_run", cfg.DryRun)
 	if host, _, _ := net.SplitHostPort(cfg.Listen); !config.LoopbackHost(host) {
 		log.Warn("listening beyond loopback: other machines can reach this proxy; every request must carry the auth token in X-Ctxguard-Token", "listen", cfg.Listen)
 	}

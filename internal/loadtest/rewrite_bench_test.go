@@ -62,7 +62,7 @@ func BenchmarkRewrite(b *testing.B) {
 		} {
 			cfg := config.Defaults()
 			cfg.DataDir = b.TempDir()
-			cfg.Upstream = "http://127.0.0.1:1"
+			cfg.Upstreams = config.Upstreams{Anthropic: "http://127.0.0.1:1", OpenAI: "http://127.0.0.1:1"}
 			cfg.Compress.Enabled, cfg.Persist.Enabled, cfg.Clear.Enabled = pc.compress, pc.persist, pc.clear
 			g, err := ctxguard.New(cfg)
 			if err != nil {
