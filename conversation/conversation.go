@@ -121,7 +121,9 @@ type Dialect interface {
 	AppendText(dst []byte, r Role, quoted, extra []byte) []byte
 	// KeptBlock returns the bytes block b of message m keeps when the
 	// message is rewritten whole (ReplaceMessage): its own bytes, or a
-	// normalized form (a text block without its cache marker, say).
+	// normalized form (a text block without its cache marker, say), or
+	// nil when the block cannot stay without the tool calls and results
+	// that are dropped (the Responses API's reasoning items).
 	KeptBlock(c *Conversation, m *Message, b *Block) []byte
 	// ReplaceMessage returns the span to replace and the bytes that make
 	// message mi hold exactly blocks (each from KeptBlock or AppendText),

@@ -15,14 +15,15 @@ import (
 // message indexes: maximal sequences of rounds inside the range one event
 // cleared ([previous clearTo, clearTo)), outside the newest KeepRounds
 // rounds. A round is an assistant message with tool calls followed by the
-// user message holding their results.
+// message holding their results (a user message, or the tool messages
+// some protocols have).
 func (p *Pass) trimRuns(c *conversation.Conversation, pl plan) [][2]int {
 	if !p.cfg.Trim.Enabled || len(pl.events) == 0 {
 		return nil
 	}
 	msgs := c.Messages
 	isRound := func(i int) bool {
-		if i+1 >= len(msgs) || msgs[i].Role != conversation.RoleAssistant || msgs[i+1].Role != conversation.RoleUser {
+		if i+1 >= len(msgs) || msgs[i].Role != conversation.RoleAssistant || (msgs[i+1].Role != conversation.RoleUser && msgs[i+1].Role != conversation.RoleTool) {
 			return false
 		}
 		return slices.ContainsFunc(msgs[i].Blocks, func(b conversation.Block) bool { return b.Kind == conversation.ToolCall }) &&
@@ -135,8 +136,10 @@ func (p *Pass) dropRun(r *pipeline.Request, a, b int) ([]splice.Edit, error) {
 }
 
 // keptBlocks returns the blocks of a message that trimming keeps: all
-// but tool calls, tool results and thinking, in the form the Dialect keeps
-// them in a rewritten message.
+// but tool calls, tool results and thinking, and those the Dialect drops
+// (what cannot stand without the calls, such as the Responses API's
+// reasoning items), in the form the Dialect keeps them in a rewritten
+// message.
 func keptBlocks(c *conversation.Conversation, m *conversation.Message) [][]byte {
 	var out [][]byte
 	for i := range m.Blocks {
@@ -145,7 +148,9 @@ func keptBlocks(c *conversation.Conversation, m *conversation.Message) [][]byte 
 		case conversation.ToolCall, conversation.ToolResult, conversation.Thinking, conversation.RedactedThinking:
 			continue
 		}
-		out = append(out, c.Dialect.KeptBlock(c, m, b))
+		if kept := c.Dialect.KeptBlock(c, m, b); kept != nil {
+			out = append(out, kept)
+		}
 	}
 	return out
 }
