@@ -1,0 +1,64 @@
+// Package openai holds what ctxguard's two OpenAI protocol adapters share:
+// the API's error shape and the family's claim on requests. The adapters
+// themselves are openai/responses (the Responses API, Codex CLI) and
+// openai/chat (Chat Completions, opencode and most OpenAI-compatible
+// clients).
+package openai
+
+import (
+	"net/http"
+
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/protocol"
+)
+
+// Family is the protocol family of the OpenAI APIs: their requests go to
+// one upstream (config upstreams.openai).
+const Family = "openai"
+
+// errorType and errorCode are the API's names for each kind of error.
+var errorType = [...]struct{ typ, code string }{
+	protocol.Internal:       {"server_error", ""},
+	protocol.InvalidRequest: {"invalid_request_error", ""},
+	protocol.Authentication: {"invalid_request_error", "invalid_api_key"},
+	protocol.Permission:     {"invalid_request_error", "permission_denied"},
+	protocol.NotFound:       {"invalid_request_error", "not_found"},
+	protocol.TooLarge:       {"invalid_request_error", "request_too_large"},
+	protocol.RateLimited:    {"requests", "rate_limit_exceeded"},
+	protocol.Overloaded:     {"server_error", "overloaded"},
+	protocol.GatewayTimeout: {"server_error", "timeout"},
+}
+
+// AppendError appends an error body in the OpenAI APIs' shape:
+//
+//	{"error":{"message":"...","type":"invalid_request_error","param":null,"code":"request_too_large"}}
+func AppendError(dst []byte, k protocol.Kind, message, id string) []byte {
+	t := errorType[protocol.Internal]
+	if int(k) < len(errorType) && errorType[k].typ != "" {
+		t = errorType[k]
+	}
+	dst = append(dst, `{"error":{"message":`...)
+	dst = jsonscan.AppendQuote(dst, message)
+	dst = append(dst, `,"type":`...)
+	dst = jsonscan.AppendQuote(dst, t.typ)
+	dst = append(dst, `,"param":null,"code":`...)
+	if t.code == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = jsonscan.AppendQuote(dst, t.code)
+	}
+	dst = append(dst, `,"ctxguard_error_id":`...)
+	dst = jsonscan.AppendQuote(dst, id)
+	return append(dst, "}}"...)
+}
+
+// Claim is the family's claim on a request outside the endpoints an
+// adapter owns: Maybe when nothing marks it as Anthropic's (every
+// Anthropic SDK sends anthropic-version), so that OpenAI clients' other
+// calls (models, files, embeddings) reach the OpenAI upstream.
+func Claim(h http.Header) protocol.Claim {
+	if h.Get("Anthropic-Version") != "" || h.Get("Anthropic-Beta") != "" {
+		return protocol.No
+	}
+	return protocol.Maybe
+}

@@ -1,0 +1,42 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/ctxguard/ctxguard/protocol"
+)
+
+func TestAppendError(t *testing.T) {
+	for k, want := range map[protocol.Kind][2]string{
+		protocol.Internal: {"server_error", ""}, protocol.TooLarge: {"invalid_request_error", "request_too_large"},
+		protocol.Authentication: {"invalid_request_error", "invalid_api_key"}, protocol.Kind(99): {"server_error", ""},
+	} {
+		var got struct {
+			Error struct {
+				Message, Type string
+				Param         any
+				Code          *string
+				ID            string `json:"ctxguard_error_id"`
+			}
+		}
+		b := AppendError([]byte("x"), k, `a "quoted" message`, "ctxguard_1")
+		if err := json.Unmarshal(b[1:], &got); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		code := ""
+		if got.Error.Code != nil {
+			code = *got.Error.Code
+		}
+		if got.Error.Message != `a "quoted" message` || got.Error.Type != want[0] || code != want[1] || got.Error.ID != "ctxguard_1" || got.Error.Param != nil {
+			t.Errorf("kind %d: %s", k, b[1:])
+		}
+	}
+}
+
+func TestClaim(t *testing.T) {
+	if Claim(http.Header{}) != protocol.Maybe || Claim(http.Header{"Anthropic-Version": {"2023-06-01"}}) != protocol.No {
+		t.Error("claims")
+	}
+}
