@@ -46,9 +46,8 @@ func envOr(k, def string) string {
 	return def
 }
 
-// claudeBinary returns a runnable Claude Code CLI, installing it with npm
-// into the cache folder when needed. It skips the test when npm or the
-// package is not available.
+// claudeBinary returns a runnable Claude Code CLI (CTXGUARD_CLAUDE_BIN, or
+// the pinned version installed with npm into the cache folder).
 func claudeBinary(t *testing.T) string {
 	if p := os.Getenv("CTXGUARD_CLAUDE_BIN"); p != "" {
 		if v, err := claudeVersionOf(p); err != nil {
@@ -58,35 +57,42 @@ func claudeBinary(t *testing.T) string {
 		}
 		return p
 	}
-	version := envOr("CTXGUARD_CLAUDE_VERSION", claudeVersion)
+	return npmBinary(t, "@anthropic-ai/claude-code", envOr("CTXGUARD_CLAUDE_VERSION", claudeVersion), findClaude)
+}
+
+// npmBinary installs pkg@version with npm into the e2e cache folder
+// (CTXGUARD_E2E_CACHE, default $TMPDIR/ctxguard-e2e), unless a runnable
+// binary is there already, and returns what find finds under the npm
+// prefix. The test fails when npm or the package is not available.
+func npmBinary(t *testing.T, pkg, version string, find func(dir string) string) string {
+	t.Helper()
 	cache := envOr("CTXGUARD_E2E_CACHE", filepath.Join(os.TempDir(), "ctxguard-e2e"))
-	dir, err := filepath.Abs(filepath.Join(cache, "claude-code-"+version))
+	dir, err := filepath.Abs(filepath.Join(cache, strings.ReplaceAll(strings.TrimPrefix(pkg, "@"), "/", "-")+"-"+version))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bin := findClaude(dir); bin != "" {
+	if bin := find(dir); bin != "" {
 		return bin
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		t.Fatalf("npm is not installed, so the Claude Code CLI cannot be installed (%v)", err)
+		t.Fatalf("npm is not installed, so %s cannot be installed (%v)", pkg, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", dir,
-		"@anthropic-ai/claude-code@"+version)
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", dir, pkg+"@"+version)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("cannot install @anthropic-ai/claude-code@%s with npm: %v\n%s", version, err, out)
+		t.Fatalf("cannot install %s@%s with npm: %v\n%s", pkg, version, err, out)
 	}
-	t.Logf("installed Claude Code %s into %s in %v", version, dir, time.Since(start).Round(time.Second))
-	bin := findClaude(dir)
+	t.Logf("installed %s %s into %s in %v", pkg, version, dir, time.Since(start).Round(time.Second))
+	bin := find(dir)
 	if bin == "" {
-		t.Fatalf("@anthropic-ai/claude-code@%s installed into %s, but no runnable claude binary was found", version, dir)
+		t.Fatalf("%s@%s installed into %s, but no runnable binary was found", pkg, version, dir)
 	}
 	return bin
 }
