@@ -1,8 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
-
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 )
@@ -274,15 +272,7 @@ func kindOf(b []byte, typ span) conversation.Kind {
 	if jsonscan.KindOf(b, typ) != jsonscan.String {
 		return conversation.Opaque
 	}
-	raw := b[typ.Start+1 : typ.End-1]
-	if bytes.IndexByte(raw, '\\') >= 0 {
-		d, err := jsonscan.AppendUnquote(nil, typ.Bytes(b))
-		if err != nil {
-			return conversation.Opaque
-		}
-		raw = d
-	}
-	switch string(raw) {
+	switch string(jsonscan.Text(b, typ)) {
 	case "text":
 		return conversation.Text
 	case "tool_use":
@@ -377,7 +367,7 @@ func (p *parser) pair() {
 				continue
 			}
 			for ci, c := range msgs[prevAsst].Blocks {
-				if c.Kind == conversation.ToolCall && sameString(p.b, c.ID, r.ID) {
+				if c.Kind == conversation.ToolCall && jsonscan.SameString(p.b, c.ID, r.ID) {
 					r.Call = [2]int{prevAsst, ci}
 					r.Name = c.Name
 					break
@@ -385,18 +375,4 @@ func (p *parser) pair() {
 			}
 		}
 	}
-}
-
-// sameString compares two JSON string literals by value.
-func sameString(b []byte, x, y span) bool {
-	bx, by := x.Bytes(b), y.Bytes(b)
-	if bytes.Equal(bx, by) {
-		return true
-	}
-	if bytes.IndexByte(bx, '\\') < 0 && bytes.IndexByte(by, '\\') < 0 {
-		return false
-	}
-	sx, e1 := jsonscan.Unquote(bx)
-	sy, e2 := jsonscan.Unquote(by)
-	return e1 == nil && e2 == nil && sx == sy
 }

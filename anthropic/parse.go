@@ -5,7 +5,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"sync"
@@ -84,28 +83,12 @@ func Stable(prev *conv, body []byte) int {
 	if prev == nil || len(prev.Messages) < 2 {
 		return 0
 	}
-	n := commonPrefix(prev.Body, body)
+	n := jsonscan.CommonPrefix(prev.Body, body)
 	k := 0
 	for k+1 < len(prev.Messages) && prev.Messages[k+1].Span.Start < n {
 		k++
 	}
 	return k
-}
-
-// commonPrefix returns the length of the longest common prefix of a and b.
-func commonPrefix(a, b []byte) int {
-	n := min(len(a), len(b))
-	i := 0
-	for i+4096 <= n && bytes.Equal(a[i:i+4096], b[i:i+4096]) {
-		i += 4096
-	}
-	for i+64 <= n && bytes.Equal(a[i:i+64], b[i:i+64]) {
-		i += 64
-	}
-	for i < n && a[i] == b[i] {
-		i++
-	}
-	return i
 }
 
 // parsers holds parsers with their arrays, so a request's Parse reuses the
@@ -146,20 +129,9 @@ type parser struct {
 
 func (p *parser) key(k span, name string) bool { return jsonscan.KeyIs(p.b, k, name) }
 
-// keyRaw returns the name of the key at k: its bytes inside the quotes,
-// decoded only when it holds an escape (rare), so a switch on it costs no
-// allocation.
-func (p *parser) keyRaw(k span) []byte {
-	raw := p.b[k.Start+1 : k.End-1]
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return raw
-	}
-	d, err := jsonscan.AppendUnquote(nil, p.b[k.Start:k.End])
-	if err != nil {
-		return nil
-	}
-	return d
-}
+// keyRaw returns the name of the key at k (jsonscan.Text): a switch on it
+// costs no allocation.
+func (p *parser) keyRaw(k span) []byte { return jsonscan.Text(p.b, k) }
 
 func (p *parser) parse() (*conv, error) {
 	b := p.b
