@@ -69,7 +69,7 @@ func corpus(t testing.TB) map[string][][]byte {
 		}
 		out[f] = [][]byte{b}
 	}
-	sessions, err := transcript.Load([]string{"transcript/testdata"}, transcript.Options{})
+	sessions, err := transcript.Load([]string{"transcript/testdata/claude-code", "transcript/testdata/swe-agent"}, transcript.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

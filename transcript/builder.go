@@ -25,12 +25,15 @@ type Request struct {
 	// Index is k: the request produced the session's k-th assistant
 	// message (0-based).
 	Index int
-	// Message is the index in Session.Messages of that assistant message.
+	// Message is the index in Session.Messages of that assistant message
+	// (-1 for a Codex session, whose answer is Session.Codex.Items
+	// [End:Out] of its turn).
 	Message int
 	// First is the index in Session.Messages of the first message the
 	// request holds (the start of its history).
 	First int
-	// Body is the request body, shaped as Claude Code sends it.
+	// Body is the request body, shaped as Claude Code sends it (Codex
+	// sessions: as Codex CLI sends a POST /v1/responses body).
 	Body []byte
 	// Usage is the usage the API reported for the answer, nil if unknown.
 	Usage *Usage
@@ -58,7 +61,8 @@ type Builder struct {
 	asst     []int  // indices of assistant messages
 	start    []int  // per message: index of the first message of its history
 	cache    [][]byte
-	cacheR   [][]byte // the first message of a history, with the reminder
+	cacheR   [][]byte      // the first message of a history, with the reminder
+	cx       *codexBuilder // a Codex session's requests, nil otherwise
 }
 
 // NewBuilder prepares the requests of s, which must not change while the
@@ -72,6 +76,10 @@ func NewBuilder(s *Session, opt BuildOptions) (*Builder, error) {
 		return nil, err
 	}
 	b := &Builder{s: s, p: p, model: opt.Model}
+	if s.Codex != nil {
+		b.cx = newCodexBuilder(s, &b.p, opt.Model)
+		return b, nil
+	}
 	if s.System != "" {
 		b.p.System[2] = s.System
 	}
@@ -100,15 +108,23 @@ func NewBuilder(s *Session, opt BuildOptions) (*Builder, error) {
 }
 
 // Len returns the number of requests: one per assistant message.
-func (b *Builder) Len() int { return len(b.asst) }
+func (b *Builder) Len() int {
+	if b.cx != nil {
+		return len(b.cx.cx.Turns)
+	}
+	return len(b.asst)
+}
 
 // Request builds request k (0 <= k < Len()): the history before the k-th
 // assistant message (from the last compaction boundary on), shaped as
 // Claude Code sends it (see build for the layout). Requests can be built
 // in any order; the same k always gives the same bytes.
 func (b *Builder) Request(k int) (*Request, error) {
-	if k < 0 || k >= len(b.asst) {
-		return nil, fmt.Errorf("transcript: request %d out of range [0, %d)", k, len(b.asst))
+	if k < 0 || k >= b.Len() {
+		return nil, fmt.Errorf("transcript: request %d out of range [0, %d)", k, b.Len())
+	}
+	if b.cx != nil {
+		return b.cx.request(k), nil
 	}
 	ai := b.asst[k]
 	first := b.start[ai]
