@@ -175,6 +175,9 @@ type SessionReport struct {
 	Path   string `json:"-"`
 	File   string `json:"file"`
 	Format string `json:"format"`
+	// Protocol is the API the session's requests were rebuilt in and
+	// rewritten by ("anthropic", "responses"); it picks the cost model.
+	Protocol string `json:"protocol,omitempty"`
 	// Model is the model the replayed requests name (the first one).
 	Model     string    `json:"model"`
 	Sidechain bool      `json:"sidechain,omitempty"`

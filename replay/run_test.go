@@ -15,7 +15,6 @@ import (
 	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/transcript"
-	"github.com/ctxguard/ctxguard/validate"
 )
 
 // testdataDirs are the transcripts of package transcript's tests (real
@@ -51,7 +50,7 @@ func testdataReport(t *testing.T, p Pipeline) *Report {
 func fakePipeline() Pipeline {
 	return Pipeline{
 		Passes: []string{"noop", "fakeclear"},
-		Check:  func(orig, sent []byte) error { return validate.Rewrite(orig, sent, ValidateOptions) },
+		Check:  CheckRewrite(ValidateOptions),
 		New: func(*transcript.Session) (DetailedRewriter, store.Store, error) {
 			mem := store.NewMemory()
 			return func(body []byte) (Outcome, error) {
