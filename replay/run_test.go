@@ -254,6 +254,63 @@ func TestSharedData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep := replayDefaults(t, ss)
+	t.Logf("tokens %.3f cost %.3f bp %.3f events %d invalid %d quotes %+v", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.BPCostRatio, rep.Total.Events, rep.Total.Invalid, rep.Total.Quotes)
+	checkOff(t, ss)
+}
+
+// The 19 real Codex rollouts of the shared data (about 10 s): every
+// session is rebuilt as Responses API requests, goes through the
+// Responses adapter and is priced with OpenAI's cost model; no request is
+// invalid, the arithmetic holds, the original streams never break, the
+// recorded usage reaches the report, and with every rule off every ratio
+// is 1.
+func TestSharedDataCodex(t *testing.T) {
+	dir := shareddata.Dir(t, "codex")
+	if testing.Short() {
+		t.Skip("short")
+	}
+	ss, err := transcript.Load([]string{dir}, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) != 19 {
+		t.Fatalf("%d sessions, want 19", len(ss))
+	}
+	for _, s := range ss {
+		if s.Format != transcript.Codex {
+			t.Fatalf("%s loaded as %v", s.Path, s.Format)
+		}
+	}
+	rep := replayDefaults(t, ss)
+	t.Logf("tokens %.3f cost %.3f events %d invalid %d usd %.2f/%.2f", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.Events, rep.Total.Invalid, rep.Total.SentUSD, rep.Total.OrigUSD)
+	if rep.Total.Invalid != 0 || rep.Total.OrigEvents != 0 || len(rep.Unpriced) != 0 {
+		t.Errorf("invalid %d, original breaks %d, unpriced %v", rep.Total.Invalid, rep.Total.OrigEvents, rep.Unpriced)
+	}
+	if rep.Total.TokenRatio >= 1 || rep.Total.CostRatio >= 1 {
+		t.Errorf("no saving: tokens %v cost %v", rep.Total.TokenRatio, rep.Total.CostRatio)
+	}
+	withUsage := 0
+	for _, s := range rep.Sessions {
+		if s.Error != "" || s.Protocol != "responses" {
+			t.Errorf("%s: protocol %q, error %s", s.ID, s.Protocol, s.Error)
+		}
+		for _, r := range s.PerRequest {
+			if r.APIPrompt > 0 {
+				withUsage++
+			}
+		}
+	}
+	if withUsage < rep.Requests*9/10 {
+		t.Errorf("%d of %d requests carry the recorded usage", withUsage, rep.Requests)
+	}
+	checkOff(t, ss)
+}
+
+// replayDefaults replays sessions through the default pipeline and checks
+// the report's arithmetic.
+func replayDefaults(t *testing.T, ss []*transcript.Session) *Report {
+	t.Helper()
 	p, err := GuardPipeline(config.Defaults())
 	if err != nil {
 		t.Fatal(err)
@@ -263,12 +320,17 @@ func TestSharedData(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSums(t, rep)
-	t.Logf("tokens %.3f cost %.3f bp %.3f events %d invalid %d quotes %+v", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.BPCostRatio, rep.Total.Events, rep.Total.Invalid, rep.Total.Quotes)
+	return rep
+}
+
+// checkOff replays sessions with every rule off: every ratio must be 1.
+func checkOff(t *testing.T, ss []*transcript.Session) {
+	t.Helper()
 	off, err := GuardPipeline(Off(config.Defaults()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err = Run(ss, RunOptions{Pipeline: off})
+	rep, err := Run(ss, RunOptions{Pipeline: off})
 	if err != nil {
 		t.Fatal(err)
 	}
