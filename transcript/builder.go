@@ -18,6 +18,12 @@ type BuildOptions struct {
 	// model if that has none), and Profile.Model when that is not a Claude
 	// model.
 	Model string
+	// Protocol is the API the requests are written for: ProtoAnthropic
+	// (Claude Code's requests), ProtoResponses or ProtoChat (see
+	// oaiRenderer); "" is a session's native one: Responses for Codex
+	// rollouts, Anthropic for the rest. Codex rollouts can only be
+	// written as Responses requests.
+	Protocol string
 }
 
 // Request is one rebuilt request of a session.
@@ -63,6 +69,7 @@ type Builder struct {
 	cache    [][]byte
 	cacheR   [][]byte      // the first message of a history, with the reminder
 	cx       *codexBuilder // a Codex session's requests, nil otherwise
+	oai      *oaiRenderer  // an OpenAI rendering of the session, nil otherwise
 }
 
 // NewBuilder prepares the requests of s, which must not change while the
@@ -77,6 +84,9 @@ func NewBuilder(s *Session, opt BuildOptions) (*Builder, error) {
 	}
 	b := &Builder{s: s, p: p, model: opt.Model}
 	if s.Codex != nil {
+		if opt.Protocol != "" && opt.Protocol != ProtoResponses {
+			return nil, fmt.Errorf("transcript: a Codex session cannot be written as %s requests", opt.Protocol)
+		}
 		b.cx = newCodexBuilder(s, &b.p, opt.Model)
 		return b, nil
 	}
@@ -104,6 +114,14 @@ func NewBuilder(s *Session, opt BuildOptions) (*Builder, error) {
 	}
 	b.cache = make([][]byte, len(s.Messages))
 	b.cacheR = make([][]byte, len(s.Messages))
+	switch opt.Protocol {
+	case "", ProtoAnthropic:
+	default:
+		var err error
+		if b.oai, err = newOAIRenderer(b, opt.Protocol); err != nil {
+			return nil, err
+		}
+	}
 	return b, nil
 }
 
@@ -125,6 +143,9 @@ func (b *Builder) Request(k int) (*Request, error) {
 	}
 	if b.cx != nil {
 		return b.cx.request(k), nil
+	}
+	if b.oai != nil {
+		return b.oai.request(k, b.p.MaxTokens), nil
 	}
 	ai := b.asst[k]
 	first := b.start[ai]

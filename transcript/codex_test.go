@@ -12,7 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
-	"github.com/ctxguard/ctxguard/openai/responses"
 )
 
 // codexSummary describes a loaded Codex session for the golden files.
@@ -36,32 +35,11 @@ func codexSummary(s *Session) string {
 	return b.String()
 }
 
-// checkCodexRequests checks every request of a Codex session: valid by
-// the Responses adapter's rules, and each one a byte extension of the
-// previous one up to Stable (unless the history restarted).
+// checkCodexRequests checks every request of a Codex session (see
+// checkRendered).
 func checkCodexRequests(t *testing.T, s *Session) {
 	t.Helper()
-	b, err := NewBuilder(s, BuildOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var prev *Request
-	for k := range b.Len() {
-		r, err := b.Request(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !jsonscan.Valid(r.Body) {
-			t.Fatalf("%s request %d is not valid JSON", s.ID, k)
-		}
-		if _, err := responses.Parse(r.Body); err != nil {
-			t.Fatalf("%s request %d does not parse: %v", s.ID, k, err)
-		}
-		if prev != nil && !r.Reset && !bytes.HasPrefix(r.Body, prev.Body[:prev.Stable]) {
-			t.Fatalf("%s request %d does not repeat request %d's input", s.ID, k, k-1)
-		}
-		prev = r
-	}
+	checkRendered(t, s, ProtoResponses)
 }
 
 func TestCodexGolden(t *testing.T) {
