@@ -22,10 +22,11 @@ import (
 type Pipeline struct {
 	// Passes names the pipeline's passes in order, for the report.
 	Passes []string
-	// New makes the rewriter for one session, with the store it keeps
-	// removed content in (nil if none). It is called once per session,
-	// in order, so each session starts from nothing.
-	New func(s *transcript.Session) (DetailedRewriter, store.Store, error)
+	// New makes the rewriter for one session, whose requests are in
+	// protocol proto, with the store it keeps removed content in (nil if
+	// none). It is called once per session, in order, so each session
+	// starts from nothing.
+	New func(s *transcript.Session, proto protocol.Protocol) (DetailedRewriter, store.Store, error)
 	// Check, if set, judges every rewritten request against its
 	// original; a complaint counts the request invalid. It is given the
 	// protocol of the session's requests.
@@ -106,11 +107,7 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 		Passes: passes,
 		Check:  CheckRewrite(ctxguard.Allowed(cfg)),
 	}
-	p.New = func(s *transcript.Session) (DetailedRewriter, store.Store, error) {
-		proto := p.Protocols.For(s)
-		if proto == nil {
-			return nil, nil, fmt.Errorf("no protocol for %s sessions", s.Format)
-		}
+	p.New = func(s *transcript.Session, proto protocol.Protocol) (DetailedRewriter, store.Store, error) {
 		mem := store.NewMemory()
 		g, err := ctxguard.New(cfg, ctxguard.WithStore(mem))
 		if err != nil {
@@ -240,16 +237,16 @@ func Run(sessions []*transcript.Session, opt RunOptions) (*Report, error) {
 		case opt.Build.Model != "":
 			sr.Model = model.Canonical(opt.Build.Model)
 		}
+		proto := opt.Pipeline.Protocols.For(s)
+		if err == nil && proto == nil {
+			err = fmt.Errorf("no protocol for %s sessions", s.Format)
+		}
 		if err == nil {
+			sr.Protocol = proto.Name()
 			var rw DetailedRewriter
 			var st store.Store
-			rw, st, err = opt.Pipeline.New(s)
+			rw, st, err = opt.Pipeline.New(s, proto)
 			if err == nil {
-				proto := opt.Pipeline.Protocols.For(s)
-				if proto == nil {
-					proto = anthropic.Protocol
-				}
-				sr.Protocol = proto.Name()
 				var check func(orig, sent []byte) error
 				if c := opt.Pipeline.Check; c != nil {
 					check = func(orig, sent []byte) error { return c(proto, orig, sent) }

@@ -12,6 +12,8 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/transcript"
@@ -51,7 +53,7 @@ func fakePipeline() Pipeline {
 	return Pipeline{
 		Passes: []string{"noop", "fakeclear"},
 		Check:  CheckRewrite(ValidateOptions),
-		New: func(*transcript.Session) (DetailedRewriter, store.Store, error) {
+		New: func(*transcript.Session, protocol.Protocol) (DetailedRewriter, store.Store, error) {
 			mem := store.NewMemory()
 			return func(body []byte) (Outcome, error) {
 				c, err := anthropic.Parse(body)
@@ -101,8 +103,8 @@ func TestAllRulesOff(t *testing.T) {
 	}
 	inner := p.New
 	changed := 0
-	p.New = func(s *transcript.Session) (DetailedRewriter, store.Store, error) {
-		rw, st, err := inner(s)
+	p.New = func(s *transcript.Session, proto protocol.Protocol) (DetailedRewriter, store.Store, error) {
+		rw, st, err := inner(s, proto)
 		return func(b []byte) (Outcome, error) {
 			out, err := rw(b)
 			if !bytes.Equal(out.Body, b) {
@@ -337,6 +339,42 @@ func checkOff(t *testing.T, ss []*transcript.Session) {
 	for _, s := range rep.Sessions {
 		if s.CostRatio != 1 || s.BPCostRatio != 1 || s.TokenRatio != 1 || s.Events != 0 || s.Invalid != 0 {
 			t.Errorf("%s with every rule off: %v %v %v, %d events, %d invalid", s.ID, s.TokenRatio, s.CostRatio, s.BPCostRatio, s.Events, s.Invalid)
+		}
+	}
+}
+
+// The Claude Code and SWE-agent sessions of transcript/testdata written
+// as Responses API requests go through the Responses adapter: every
+// rewrite is valid by that API's rules, and with every rule off every
+// ratio is 1.
+func TestRunRenderedResponses(t *testing.T) {
+	ss, err := transcript.Load(testdataDirs, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := Protocols{}
+	for f := range DefaultProtocols() {
+		all[f] = responses.Protocol
+	}
+	for _, cfg := range []config.Config{config.Defaults(), Off(config.Defaults())} {
+		p, err := GuardPipeline(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Protocols = all
+		rep, err := Run(ss, RunOptions{Pipeline: p, Build: transcript.BuildOptions{Protocol: transcript.ProtoResponses}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSums(t, rep)
+		t.Logf("tokens %.3f cost %.3f events %d invalid %d", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.Events, rep.Total.Invalid)
+		for _, s := range rep.Sessions {
+			if s.Error != "" || s.Protocol != "responses" || s.Invalid != 0 {
+				t.Errorf("%s: protocol %q, %d invalid, error %s", s.ID, s.Protocol, s.Invalid, s.Error)
+			}
+			if !cfg.Clear.Enabled && (s.TokenRatio != 1 || s.CostRatio != 1) {
+				t.Errorf("%s with every rule off: %v %v", s.ID, s.TokenRatio, s.CostRatio)
+			}
 		}
 	}
 }
