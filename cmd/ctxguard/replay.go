@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/openai/responses"
 	replaypkg "github.com/ctxguard/ctxguard/replay"
 	"github.com/ctxguard/ctxguard/transcript"
 )
@@ -41,6 +42,7 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 	progress := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
 	perRequest := fs.Bool("requests", false, "list every request under its session in the table")
 	noSide := fs.Bool("no-sidechains", false, "leave out subagent (Task) transcripts")
+	protoName := fs.String("protocol", "", "write Claude Code and SWE-agent sessions as requests of this API: anthropic (default) or responses (Codex rollouts are always Responses requests)")
 	// Flags may come before and after the paths.
 	var paths []string
 	for rest := args; ; {
@@ -82,6 +84,17 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 		return err
 	}
 	build := transcript.BuildOptions{Model: *modelID}
+	switch *protoName {
+	case "", transcript.ProtoAnthropic:
+	case transcript.ProtoResponses:
+		build.Protocol = transcript.ProtoResponses
+		pipe.Protocols = replaypkg.Protocols{}
+		for f := range replaypkg.DefaultProtocols() {
+			pipe.Protocols[f] = responses.Protocol
+		}
+	default:
+		return fmt.Errorf("--protocol %q: want anthropic or responses", *protoName)
+	}
 	if *profile != "" {
 		p, err := transcript.LoadProfile(*profile)
 		if err != nil {

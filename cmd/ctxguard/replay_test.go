@@ -225,3 +225,17 @@ func TestReplayCodex(t *testing.T) {
 		}
 	}
 }
+
+// --protocol responses writes Claude Code sessions as Responses requests.
+func TestReplayProtocolFlag(t *testing.T) {
+	out, errOut, err := runArgs(t, false, "--json", "--protocol", "responses", ccDir)
+	if err != nil {
+		t.Fatal(err, errOut)
+	}
+	if !strings.Contains(out, `"protocol": "responses"`) || strings.Contains(out, `"protocol": "anthropic"`) {
+		t.Errorf("sessions not replayed as responses:\n%.2000s", out)
+	}
+	if _, _, err := runArgs(t, false, "--protocol", "smtp", ccDir); err == nil || !strings.Contains(err.Error(), "smtp") {
+		t.Errorf("unknown protocol: %v", err)
+	}
+}
