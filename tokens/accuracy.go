@@ -44,6 +44,56 @@ import (
 // Calibration learned from the growth pairs of all the other sessions
 // (leave one session out), so the calibrated figures are out of sample.
 
+// accStep is one request of a session as Accuracy sees it: the usage
+// the API reported, the start of its history, and what it added to the
+// request before it, as the request carries it.
+type accStep struct {
+	usage    *transcript.Usage
+	hist     int
+	added    [][]byte
+	gap      bool // a malformed line was skipped among the added messages
+	repaired bool // a repair touched them
+}
+
+// accSteps lists a session's requests: one per assistant message, adding
+// the messages since the previous one; for a Codex rollout one per turn,
+// adding the items since the previous turn's input ended.
+func accSteps(s *transcript.Session, buf *[]byte) []accStep {
+	var out []accStep
+	if cx := s.Codex; cx != nil {
+		for k, t := range cx.Turns {
+			st := accStep{usage: t.Usage, hist: t.Start}
+			if k > 0 {
+				for i := max(cx.Turns[k-1].End, t.Start); i < t.End; i++ {
+					st.added = append(st.added, cx.Items[i].Raw)
+				}
+			}
+			out = append(out, st)
+		}
+		return out
+	}
+	hist, prev := 0, 0
+	for i := range s.Messages {
+		m := &s.Messages[i]
+		if m.Reset {
+			hist = i
+		}
+		if m.Role != transcript.Assistant {
+			continue
+		}
+		st := accStep{usage: m.Usage, hist: hist, gap: m.Gaps > 0}
+		for j := prev; j < i; j++ {
+			*buf = s.AppendJSON((*buf)[:0], j)
+			st.added = append(st.added, append([]byte(nil), *buf...))
+			st.gap = st.gap || s.Messages[j].Gaps > 0
+			st.repaired = st.repaired || s.Messages[j].Repaired
+		}
+		out = append(out, st)
+		prev = i
+	}
+	return out
+}
+
 // AccuracyOptions tune Accuracy.
 type AccuracyOptions struct {
 	// Estimator replaces Estimate; nil uses Estimate.
@@ -135,15 +185,7 @@ func Accuracy(sessions []*transcript.Session, opt AccuracyOptions) *AccuracyRepo
 	var buf []byte
 	for _, s := range sessions {
 		a := &accSession{id: s.ID, model: model.Canonical(s.Model)}
-		start := make([]int, len(s.Messages))
-		h := 0
-		for i := range s.Messages {
-			if s.Messages[i].Reset {
-				h = i
-			}
-			start[i] = h
-		}
-		prev, prevP := -1, 0
+		prev, prevHist, prevP := false, 0, 0
 		var run []accPoint
 		cut := func(p int) {
 			if len(run) > 1 {
@@ -151,39 +193,31 @@ func Accuracy(sessions []*transcript.Session, opt AccuracyOptions) *AccuracyRepo
 			}
 			run = []accPoint{{p: p}}
 		}
-		for i := range s.Messages {
-			m := &s.Messages[i]
-			if m.Role != transcript.Assistant {
-				continue
-			}
-			if m.Usage == nil {
+		for _, st := range accSteps(s, &buf) {
+			if st.usage == nil {
 				rep.Excluded.NoUsage++
-				prev = -1
+				prev = false
 				continue
 			}
-			p := m.Usage.Prompt()
+			p := st.usage.Prompt()
 			a.requests++
-			if prev < 0 || start[prev] != start[i] {
+			if !prev || prevHist != st.hist {
 				rep.Excluded.First++
 				cut(p)
-				prev, prevP = i, p
+				prev, prevHist, prevP = true, st.hist, p
 				continue
 			}
 			var e, c int
-			gap, repaired := m.Gaps > 0, false
-			for j := prev; j < i; j++ {
-				buf = s.AppendJSON(buf[:0], j)
-				e += est(buf)
-				c += baselineChars(buf)
-				gap = gap || s.Messages[j].Gaps > 0
-				repaired = repaired || s.Messages[j].Repaired
+			for _, chunk := range st.added {
+				e += est(chunk)
+				c += baselineChars(chunk)
 			}
 			d := p - prevP
 			switch {
-			case gap:
+			case st.gap:
 				rep.Excluded.Gap++
 				cut(p)
-			case repaired:
+			case st.repaired:
 				rep.Excluded.Repaired++
 				cut(p)
 			case d < 0:
@@ -194,7 +228,7 @@ func Accuracy(sessions []*transcript.Session, opt AccuracyOptions) *AccuracyRepo
 				last := run[len(run)-1]
 				run = append(run, accPoint{p: p, est: last.est + e, chars: last.chars + c})
 			}
-			prev, prevP = i, p
+			prevHist, prevP = st.hist, p
 		}
 		cut(0)
 		if a.requests == 0 {
