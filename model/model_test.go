@@ -35,6 +35,10 @@ func TestLookup(t *testing.T) {
 		{"gpt-5.6-sol-fast", Info{ID: "gpt-5.6-sol", Provider: OpenAI, Window: 1_050_000, MaxOutput: 128_000, Known: true}},
 		{"gpt-5-mini-2025-08-07", Info{ID: "gpt-5", Provider: OpenAI, Window: 400_000, MaxOutput: 128_000, Known: true}},
 		{"gpt-5-chat-latest", Info{ID: "gpt-5-chat-latest", Provider: OpenAI, Window: 128_000, MaxOutput: 16_384, Known: true}},
+		// The Codex models of the real rollouts (shared data).
+		{"gpt-5-codex", Info{ID: "gpt-5", Provider: OpenAI, Window: 400_000, MaxOutput: 128_000, Known: true}},
+		{"gpt-5.1-codex-max", Info{ID: "gpt-5.1", Provider: OpenAI, Window: 400_000, MaxOutput: 128_000, Known: true}},
+		{"gpt-5.2-codex", Info{ID: "gpt-5.2", Provider: OpenAI, Window: 400_000, MaxOutput: 128_000, Known: true}},
 		{"openai/gpt-4o-mini", Info{ID: "gpt-4o", Provider: OpenAI, Window: 128_000, MaxOutput: 16_384, Known: true}},
 		{"models/gemini-3-pro-preview", Info{ID: "gemini-3-pro", Provider: Google, Window: 1_048_576, MaxOutput: 65_536, Known: true}},
 		{"gemini-4-ultra", Info{ID: "gemini", Provider: Google, Window: 1_048_576, MaxOutput: 65_536, Known: true}},

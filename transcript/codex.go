@@ -21,7 +21,8 @@ import (
 //     records but sends only to its built-in openai provider. Items are
 //     either input (messages of role user, developer or system, and
 //     *_output items) or output (assistant messages, reasoning and every
-//     *_call item): the model wrote them;
+//     *_call item): the model wrote them. ghost_snapshot items (Codex's
+//     undo records, which it leaves out of requests) are ignored;
 //   - compacted: the history is replaced by payload.replacement_history
 //     when it has one, else by one user message holding payload.message
 //     (the summary), as older Codex versions rebuilt it; the request
@@ -185,6 +186,10 @@ func (p *codexParser) line(lineNo int, line []byte) {
 
 // item adds one response_item payload to the history.
 func (p *codexParser) item(lineNo int, payload []byte) {
+	if str(payload, member(payload, "type")) == "ghost_snapshot" {
+		p.s.Stats.Ignored++ // Codex's own undo record, never sent
+		return
+	}
 	it, ok := newCodexItem(payload, &p.s.Stats)
 	if !ok {
 		return

@@ -31,6 +31,13 @@
 // (arguments parsed to the input object); role "tool" messages become
 // tool_result blocks in a user message.
 //
+// Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl; a
+// .jsonl file named rollout-* or starting with a session_meta record) are
+// kept as what Codex sends: the Responses API items of the history, byte
+// for byte, and one request per model turn (Session.Codex; see codex.go
+// for the records read, turn boundaries, compaction and usage). Their
+// Messages are empty and the repairs below do not apply.
+//
 // # Repairs
 //
 // After loading, every session is made valid for the Messages API in a
@@ -88,6 +95,10 @@
 // re-sent as a string. So request k+1 repeats request k byte for byte up
 // to that message (Request.Stable) and then only appends. Bodies are
 // deterministic: the same session and profile give the same bytes.
+//
+// BuildOptions.Protocol writes the same sessions as OpenAI Responses or
+// Chat Completions requests instead (render.go); Codex rollouts are
+// rebuilt as Codex CLI 0.169.0's Responses requests (codexbuild.go).
 package transcript
 
 import (
