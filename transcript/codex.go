@@ -101,7 +101,7 @@ type codexParser struct {
 	model    string // from the last turn_context
 	effort   string
 	turnID   string
-	usageFor int // index in Turns of the request a late usage may go to, -1 if none
+	usageFor int // index in Turns of the last request, while it has no usage; -1 otherwise
 }
 
 // ParseCodex reads a Codex CLI rollout held in data. path names the file
@@ -200,11 +200,7 @@ func (p *codexParser) item(lineNo int, payload []byte) {
 			p.run, p.runLine = len(p.cx.Items), lineNo
 		}
 	} else {
-		p.closeRun(nil)
-		p.usageFor = -1
-		if n := len(p.cx.Turns); n > 0 && p.cx.Turns[n-1].Usage == nil && p.cx.Turns[n-1].Out == len(p.cx.Items) {
-			p.usageFor = n - 1
-		}
+		p.closeRun(nil) // the usage that follows, if any, is this request's
 	}
 	p.cx.Items = append(p.cx.Items, it)
 }

@@ -146,6 +146,8 @@ func TestParseCodexCases(t *testing.T) {
 	rs := `{"type":"response_item","payload":{"type":"reasoning","summary":[],"content":null,"encrypted_content":"gAAA"}}`
 	call := `{"type":"response_item","payload":{"type":"function_call","name":"sh","arguments":"{}","call_id":"c1","internal_chat_message_metadata_passthrough":{"x":1}}}`
 	out := `{"type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"ok"}}`
+	call2 := `{"type":"response_item","payload":{"type":"function_call","name":"sh","arguments":"{}","call_id":"c2"}}`
+	out2 := `{"type":"response_item","payload":{"type":"function_call_output","call_id":"c2","output":"ok"}}`
 	asst := `{"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"done"}]}}`
 	tok := func(total, in, cached, outTok int) string {
 		return fmt.Sprintf(`{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"total_tokens":%d},"last_token_usage":{"input_tokens":%d,"cached_input_tokens":%d,"output_tokens":%d}}}}`, total, in, cached, outTok)
@@ -166,6 +168,8 @@ func TestParseCodexCases(t *testing.T) {
 			[]turn{{0, 1, 3, "4+4/2", false}, {0, 4, 5, "4+8/3", false}}, 5, Stats{Lines: 10, Ignored: 0}},
 		{"usage after output (0.169)", []string{meta, tc, user, rs, call, out, tok(10, 8, 4, 2), asst, tok(20, 12, 8, 3)},
 			[]turn{{0, 1, 3, "4+4/2", false}, {0, 4, 5, "4+8/3", false}}, 5, Stats{Lines: 9}},
+		{"parallel outputs before the usage (0.169)", []string{meta, tc, user, rs, call, call2, out, out2, tok(10, 8, 4, 2), asst, tok(20, 12, 8, 3)},
+			[]turn{{0, 1, 4, "4+4/2", false}, {0, 6, 7, "4+8/3", false}}, 7, Stats{Lines: 11}},
 		{"no usage, bad lines", []string{meta, `{bad`, user, `{"type":"response_item","payload":{"role":"x"}}`, asst, `[1]`, `{"type":"event_msg","payload":{"type":"token_count","info":null}}`, `{"type":"world_state","payload":{}}`,
 			`{"type":"response_item","payload":{"type":"ghost_snapshot","ghost_commit":{}}}`},
 			[]turn{{0, 1, 2, "none", false}}, 2, Stats{Lines: 9, Malformed: 2, Ignored: 2, Repairs: Repairs{BadBlock: 1}}},
