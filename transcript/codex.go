@@ -23,7 +23,10 @@ import (
 //     *_output items) or output (assistant messages, reasoning and every
 //     *_call item): the model wrote them. ghost_snapshot items (Codex's
 //     undo records, which it leaves out of requests) are ignored;
-//   - compacted: the history is replaced by payload.replacement_history
+//   - compacted: a request that just produced one assistant message and
+//     nothing else is marked as the compaction request itself
+//     (CodexTurn.Compaction); the history is replaced by
+//     payload.replacement_history
 //     when it has one, else by one user message holding payload.message
 //     (the summary), as older Codex versions rebuilt it; the request
 //     after it starts a new history (CodexTurn.Reset);
@@ -79,6 +82,12 @@ type CodexTurn struct {
 	Reset bool
 	// Line is the line of the request's first output item.
 	Line int
+	// Compaction marks the request Codex sent to compact the history
+	// itself (local compaction): its answer, an assistant message, is the
+	// summary, and a compacted record follows it at once. The rollout
+	// does not record the compaction prompt Codex appended to that
+	// request's input, so the rebuilt request lacks it.
+	Compaction bool
 }
 
 // CodexSession is what a Codex session's requests are built from.
@@ -249,6 +258,12 @@ func (p *codexParser) closeRun(u *Usage) {
 
 func (p *codexParser) compacted(lineNo int, payload []byte) {
 	p.closeRun(nil)
+	if n := len(p.cx.Turns); n > 0 {
+		if t := &p.cx.Turns[n-1]; t.Out == len(p.cx.Items) && t.Out == t.End+1 &&
+			p.cx.Items[t.End].Type == "message" && p.cx.Items[t.End].Role == "assistant" {
+			t.Compaction = true
+		}
+	}
 	p.usageFor = -1
 	st := &p.s.Stats
 	st.Resets++

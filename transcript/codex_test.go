@@ -29,8 +29,8 @@ func codexSummary(s *Session) string {
 		if t.Usage != nil {
 			u = fmt.Sprintf("%d+%d/%d", t.Usage.InputTokens, t.Usage.CacheReadInputTokens, t.Usage.OutputTokens)
 		}
-		fmt.Fprintf(&b, "request %2d line=%d input=[%d,%d) output=[%d,%d) model=%s effort=%q turn=%q reset=%v usage=%s\n",
-			k, t.Line, t.Start, t.End, t.End, t.Out, t.Model, t.Effort, t.TurnID, t.Reset, u)
+		fmt.Fprintf(&b, "request %2d line=%d input=[%d,%d) output=[%d,%d) model=%s effort=%q turn=%q reset=%v compaction=%v usage=%s\n",
+			k, t.Line, t.Start, t.End, t.End, t.Out, t.Model, t.Effort, t.TurnID, t.Reset, t.Compaction, u)
 	}
 	return b.String()
 }
@@ -105,16 +105,7 @@ func TestCodexCaptureLayout(t *testing.T) {
 			t.Errorf("%s = %.200s, captured %.200s", k, g, w)
 		}
 	}
-	items := func(body []byte) []string {
-		var out []string
-		in := member(body, "input")
-		it := jsonscan.Elements(body, in)
-		for v, ok := it.NextElement(); ok; v, ok = it.NextElement() {
-			out = append(out, string(v.Bytes(body)))
-		}
-		return out
-	}
-	gi, wi := items(r.Body), items(want)
+	gi, wi := inputItems(r.Body), inputItems(want)
 	if len(gi) != len(wi) {
 		t.Fatalf("%d input items, captured %d", len(gi), len(wi))
 	}
@@ -137,6 +128,57 @@ func TestCodexCaptureLayout(t *testing.T) {
 			t.Errorf("client_metadata.%s = %v, captured %v", k, v, wm[k])
 		}
 	}
+}
+
+// TestCodexCaptureCompaction rebuilds a real Codex CLI 0.169.0 session
+// with a local compaction (research/captures/codex-custom-compact): the
+// compaction request is marked, the history restarts with the recorded
+// replacement history, and the requests after it carry the same items,
+// byte for byte, as the bodies the client sent (0003, the first after
+// the compaction, and 0008, the last, after a resumed second turn).
+func TestCodexCaptureCompaction(t *testing.T) {
+	ss, err := LoadFile("testdata/codex/capture-codex-custom-compact.rollout.jsonl", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := ss[0]
+	if s.Requests() != 8 || s.Stats.Resets != 1 {
+		t.Fatalf("%d requests, %d compactions; want 8 and 1", s.Requests(), s.Stats.Resets)
+	}
+	var flags []string
+	for _, tr := range s.Codex.Turns {
+		flags = append(flags, fmt.Sprintf("reset=%v compaction=%v usage=%v", tr.Reset, tr.Compaction, tr.Usage != nil))
+	}
+	want := []string{"reset=false compaction=false usage=true", "reset=false compaction=true usage=true", "reset=true compaction=false usage=true"}
+	for range 5 {
+		want = append(want, "reset=false compaction=false usage=true")
+	}
+	if d := cmp.Diff(want, flags); d != "" {
+		t.Errorf("turns (-want +got):\n%s", d)
+	}
+	b, _ := NewBuilder(s, BuildOptions{})
+	for k, name := range map[int]string{2: "0003", 7: "0008"} {
+		r, _ := b.Request(k)
+		body, err := os.ReadFile("testdata/codex/capture-codex-custom-compact-" + name + ".body.raw")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(inputItems(body)[1:], inputItems(r.Body)[1:]); d != "" {
+			t.Errorf("request %d vs capture %s (-captured +rebuilt):\n%s", k, name, d)
+		}
+	}
+	checkCodexRequests(t, s)
+}
+
+// inputItems returns the items of a Responses body's input array.
+func inputItems(body []byte) []string {
+	var out []string
+	in := member(body, "input")
+	it := jsonscan.Elements(body, in)
+	for v, ok := it.NextElement(); ok; v, ok = it.NextElement() {
+		out = append(out, string(v.Bytes(body)))
+	}
+	return out
 }
 
 func TestParseCodexCases(t *testing.T) {

@@ -216,7 +216,7 @@ func TestReplayCodex(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Sessions) != 2 || r.Requests != 7 || len(r.Unpriced) != 0 || r.Prices["gpt-5.2"] == nil {
+	if len(r.Sessions) != 3 || r.Requests != 15 || len(r.Unpriced) != 0 || r.Prices["gpt-5.2"] == nil {
 		t.Fatalf("report: %+v", r)
 	}
 	for _, s := range r.Sessions {
