@@ -50,21 +50,21 @@ var (
 func TestBody(t *testing.T) {
 	src := testSource(t)
 	n := 3*src.Rounds + 2 // three copies and a part
-	body, err := src.Body(n, sessionID(1), true)
+	body, err := src.Body(Anthropic, n, sessionID(1), true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := validate.Request(body); err != nil {
 		t.Fatalf("invalid request: %v", err)
 	}
-	again, _ := src.Body(n, sessionID(1), true)
+	again, _ := src.Body(Anthropic, n, sessionID(1), true)
 	if !bytes.Equal(body, again) {
 		t.Error("Body is not deterministic")
 	}
 	if !bytes.HasSuffix(body, []byte(`,"stream":true}`)) || !bytes.Contains(body, []byte(sessionID(1))) {
 		t.Error("body lacks stream true or its session id")
 	}
-	json, err := src.Body(n, sessionID(1), false)
+	json, err := src.Body(Anthropic, n, sessionID(1), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,14 +100,14 @@ func TestBody(t *testing.T) {
 func TestSized(t *testing.T) {
 	src := testSource(t)
 	for _, size := range []int{1 << 10, 64 << 10, 256 << 10} {
-		b, err := src.Sized(size, sessionID(0))
+		b, err := src.Sized(Anthropic, size, sessionID(0))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if b.Rounds < 1 || b.Copies != (b.Rounds+src.Rounds-1)/src.Rounds {
 			t.Errorf("size %d: %d rounds, %d copies", size, b.Rounds, b.Copies)
 		}
-		want, _ := src.Body(b.Rounds, sessionID(0), true)
+		want, _ := src.Body(Anthropic, b.Rounds, sessionID(0), true)
 		if !bytes.Equal(b.Data, want) {
 			t.Errorf("size %d: Sized's body is not Body(%d)", size, b.Rounds)
 		}
@@ -116,7 +116,7 @@ func TestSized(t *testing.T) {
 			if n < 1 {
 				continue
 			}
-			other, _ := src.Body(n, sessionID(0), true)
+			other, _ := src.Body(Anthropic, n, sessionID(0), true)
 			if abs(len(other)-size) < abs(len(b.Data)-size) {
 				t.Errorf("size %d: %d rounds give %d bytes, closer than %d rounds' %d", size, n, len(other), b.Rounds, len(b.Data))
 			}

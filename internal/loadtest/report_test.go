@@ -13,7 +13,7 @@ import (
 // synthCase builds a case whose targets have the given latency,
 // first-byte and relay p50/p99 (ms), and ctxguard the given peak RSS.
 func synthCase(size, conc int, mode Mode, lat, relay [3][2]float64, peak int64) CaseResult {
-	c := CaseResult{Name: caseSpec{size, conc, mode}.name(), Size: size, BodyBytes: size, Concurrency: conc, Mode: mode}
+	c := CaseResult{Name: caseSpec{Anthropic, size, conc, mode}.name(), Protocol: Anthropic, Size: size, BodyBytes: size, Concurrency: conc, Mode: mode}
 	for i, name := range []string{Direct, Passthrough, Ctxguard} {
 		t := TargetResult{Target: name, Requests: 10,
 			Latency: Summary{N: 10, P50: lat[i][0], P99: lat[i][1]},
