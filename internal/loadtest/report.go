@@ -128,10 +128,10 @@ type CaseResult struct {
 	Name        string   `json:"name"`
 	Protocol    Protocol `json:"protocol"`
 	Size        int      `json:"size"`       // nominal body size
-	BodyBytes   int    `json:"body_bytes"` // actual size of worker 0's body
-	Rounds      int    `json:"rounds"`     // tool rounds in the body
-	Concurrency int    `json:"concurrency"`
-	Mode        Mode   `json:"mode"`
+	BodyBytes   int      `json:"body_bytes"` // actual size of worker 0's body
+	Rounds      int      `json:"rounds"`     // tool rounds in the body
+	Concurrency int      `json:"concurrency"`
+	Mode        Mode     `json:"mode"`
 	// MeasuredRounds counts the rounds after warm-up; each target got
 	// Concurrency × (1 at concurrency 1, else 3) requests per round.
 	MeasuredRounds int            `json:"measured_rounds"`
