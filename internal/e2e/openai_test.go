@@ -39,6 +39,7 @@ type openaiSetup struct {
 	fake            *openaitest.Server
 	upRec, hopRec   *recorder
 	hopURL          string
+	ctxguardURL     string
 	ctxguardLog     func() string
 }
 
@@ -61,7 +62,7 @@ func newOpenAISetup(t *testing.T, script func(r *openaitest.Request) openaitest.
 	up := httptest.NewServer(s.upRec)
 	t.Cleanup(up.Close)
 	cg := startCtxguard(t, s.tmp, up.URL)
-	s.ctxguardLog = cg.Log
+	s.ctxguardLog, s.ctxguardURL = cg.Log, cg.URL
 	cgU, _ := url.Parse(cg.URL)
 	hop, err := proxy.New(proxy.Options{Upstream: cgU, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -286,6 +287,51 @@ env_key = "CTXGUARD_E2E_OPENAI_KEY"
 		t.Errorf("%d requests reached the upstream, want at least 5 (4 in the first turn, 1 in the second)", len(reqs))
 	}
 	s.check(t, "/v1/responses", responsesDiff)
+}
+
+// TestCodexWebSocket: Codex's built-in openai provider opens a WebSocket
+// first (GET /v1/responses with Upgrade); ctxguard refuses it with 426
+// and Codex goes on over HTTP at once, every turn rewritten. Codex talks
+// to ctxguard directly here: the recording hop would refuse the upgrade
+// itself.
+func TestCodexWebSocket(t *testing.T) {
+	codex := os.Getenv("CTXGUARD_CODEX_BIN")
+	if codex == "" {
+		codex = npmBinary(t, "@openai/codex", envOr("CTXGUARD_CODEX_VERSION", codexVersion), findCodex)
+	}
+	s := newOpenAISetup(t, codexScript)
+	codexHome := filepath.Join(s.home, ".codex")
+	if err := os.MkdirAll(codexHome, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	config := fmt.Sprintf("model = %q\nopenai_base_url = \"%s/v1\"\n", "gpt-5.1-codex", s.ctxguardURL)
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"CODEX_HOME=" + codexHome, "CODEX_API_KEY=sk-e2e-fake-openai-key-0000"}
+	start := time.Now()
+	out := s.run(t, env, codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+		"Check the build: show build.log and huge.log, then list "+missingDir+".")
+	if !strings.Contains(out, finalText) {
+		t.Errorf("the turn did not end with the final answer:\n%s", out)
+	}
+	if d := time.Since(start); d > 2*time.Minute {
+		t.Errorf("the turn took %v: the fallback to HTTP waited", d)
+	}
+	posts, compressed := 0, false
+	for _, e := range s.upRec.exchanges() {
+		if e.Method != "POST" || e.Path != "/v1/responses" {
+			t.Errorf("%s %s reached the upstream", e.Method, e.Path)
+			continue
+		}
+		posts++
+		if bytes.Contains(e.Body, []byte(buildMarker)) && !bytes.Contains(e.Body, []byte(`\u001b[`)) {
+			compressed = true
+		}
+	}
+	if posts < 4 || !compressed {
+		t.Errorf("%d POST /v1/responses reached the upstream (want at least 4); build log compressed: %v", posts, compressed)
+	}
 }
 
 // --- opencode (Chat Completions) ---
