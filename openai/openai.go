@@ -52,6 +52,17 @@ func AppendError(dst []byte, k protocol.Kind, message, id string) []byte {
 	return append(dst, "}}"...)
 }
 
+// ErrorStatus is the status the OpenAI APIs answer an error of kind k
+// with, where it differs from ctxguard's default: 503 for overloaded
+// (ctxguard's default is Anthropic's 529). Adapters implement
+// protocol.StatusMapper with it.
+func ErrorStatus(k protocol.Kind, status int) int {
+	if k == protocol.Overloaded {
+		return http.StatusServiceUnavailable
+	}
+	return status
+}
+
 // Claim is the family's claim on a request outside the endpoints an
 // adapter owns: Maybe when nothing marks it as Anthropic's (every
 // Anthropic SDK sends anthropic-version), so that OpenAI clients' other

@@ -40,3 +40,14 @@ func TestClaim(t *testing.T) {
 		t.Error("claims")
 	}
 }
+
+func TestErrorStatus(t *testing.T) {
+	for _, tc := range []struct {
+		k          protocol.Kind
+		in, status int
+	}{{protocol.Overloaded, 529, 503}, {protocol.TooLarge, 413, 413}, {protocol.GatewayTimeout, 504, 504}} {
+		if got := ErrorStatus(tc.k, tc.in); got != tc.status {
+			t.Errorf("kind %d, %d: got %d, want %d", tc.k, tc.in, got, tc.status)
+		}
+	}
+}
