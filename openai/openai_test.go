@@ -36,8 +36,24 @@ func TestAppendError(t *testing.T) {
 }
 
 func TestClaim(t *testing.T) {
-	if Claim(http.Header{}) != protocol.Maybe || Claim(http.Header{"Anthropic-Version": {"2023-06-01"}}) != protocol.No {
-		t.Error("claims")
+	anth := http.Header{"Anthropic-Version": {"2023-06-01"}}
+	for _, tc := range []struct {
+		path string
+		h    http.Header
+		want protocol.Claim
+	}{
+		{"/v1/models", http.Header{}, protocol.Maybe},
+		{"/v1/files/file-1/content", http.Header{}, protocol.Maybe},
+		{"/v1/responses/resp_1", http.Header{}, protocol.Maybe},
+		{"/v1/models", anth, protocol.No},
+		{"/api/oauth/profile", http.Header{}, protocol.No},
+		{"/v1/messages/count_tokens", http.Header{}, protocol.No},
+		{"/v1", http.Header{}, protocol.No},
+		{"/", http.Header{}, protocol.No},
+	} {
+		if got := Claim(tc.path, tc.h); got != tc.want {
+			t.Errorf("%s %v: claim %d, want %d", tc.path, tc.h, got, tc.want)
+		}
 	}
 }
 
