@@ -78,6 +78,23 @@ func longSession(n int) []byte {
 	return responses.Session(rounds)
 }
 
+// newClear returns a clear pass that fires on small sessions: from
+// trigger tokens, keeping the newest keep tokens and one use.
+func newClear(t *testing.T, trigger, keep int, trim clear.Trim, opts ...func(*clear.Config)) *clear.Pass {
+	t.Helper()
+	cfg := clear.Defaults()
+	cfg.Trigger, cfg.KeepTokens, cfg.ClearAtLeast = model.Tokens(trigger), model.Tokens(keep), model.Tokens(keep)
+	cfg.Payback, cfg.Trim = 0, trim
+	for _, o := range opts {
+		o(&cfg)
+	}
+	p, err := clear.New(cfg, blobs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestNoPassesIsIdentity: with no rules, and with every rule off, the
 // body goes out byte for byte.
 func TestNoPassesIsIdentity(t *testing.T) {
@@ -107,16 +124,7 @@ func TestNoPassesIsIdentity(t *testing.T) {
 // TestClear: old tool outputs become stubs, large arguments are cleared
 // inside their string, everything else stays, and the result is valid.
 func TestClear(t *testing.T) {
-	cfg := clear.Defaults()
-	cfg.Trigger = model.Tokens(4000)
-	cfg.KeepTokens = model.Tokens(2000)
-	cfg.ClearAtLeast = model.Tokens(2000)
-	cfg.Payback = 0
-	cfg.Trim.Enabled = false
-	p, err := clear.New(cfg, blobs())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newClear(t, 4000, 2000, clear.Trim{})
 	body := longSession(16)
 	res := run(t, body, p)
 	if !res.Changed || len(res.Body) >= len(body)/2 {
@@ -152,16 +160,7 @@ func TestClear(t *testing.T) {
 // TestTrim: old rounds are dropped whole, with their reasoning; messages
 // and the compaction item stay; the result is valid.
 func TestTrim(t *testing.T) {
-	cfg := clear.Defaults()
-	cfg.Trigger = model.Tokens(4000)
-	cfg.KeepTokens = model.Tokens(2000)
-	cfg.ClearAtLeast = model.Tokens(2000)
-	cfg.Payback = 0
-	cfg.Trim = clear.Trim{Enabled: true, KeepRounds: 2}
-	p, err := clear.New(cfg, blobs())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newClear(t, 4000, 2000, clear.Trim{Enabled: true, KeepRounds: 2})
 	body := longSession(16)
 	compaction := `{"type":"compaction","id":"cmp_1","encrypted_content":"gAAAAcompacted"}`
 	body = bytes.Replace(body, []byte(`{"type":"message","id":"msg_user"`), []byte(compaction+`,{"type":"message","id":"msg_user"`), 1)
@@ -196,12 +195,7 @@ func TestTrim(t *testing.T) {
 // TestClearContinued: a continued conversation's new items are not
 // history: clearing leaves them.
 func TestClearContinued(t *testing.T) {
-	cfg := clear.Defaults()
-	cfg.Trigger = model.Tokens(100)
-	cfg.KeepTokens = model.Tokens(10)
-	cfg.ClearAtLeast = model.Tokens(10)
-	cfg.Payback = 0
-	p, _ := clear.New(cfg, blobs())
+	p := newClear(t, 100, 10, clear.Trim{Enabled: true, KeepRounds: 1})
 	body := longSession(8)
 	body = bytes.Replace(body, []byte(`"store":false`), []byte(`"store":true,"previous_response_id":"resp_1"`), 1)
 	if res := run(t, body, p); res.Changed {
@@ -253,15 +247,7 @@ func TestPersist(t *testing.T) {
 // TestAllPassesOnCaptures: every pass together, on the real captures,
 // leaves valid requests.
 func TestAllPassesOnCaptures(t *testing.T) {
-	cfg := clear.Defaults()
-	cfg.Trigger = model.Tokens(10)
-	cfg.KeepTokens = model.Tokens(10)
-	cfg.ClearAtLeast = model.Tokens(10)
-	cfg.MinTokens = 1
-	cfg.KeepUses = 1
-	cfg.Payback = 0
-	cfg.Trim = clear.Trim{Enabled: true, KeepRounds: 1}
-	cp, _ := clear.New(cfg, blobs())
+	cp := newClear(t, 10, 10, clear.Trim{Enabled: true, KeepRounds: 1}, func(c *clear.Config) { c.MinTokens, c.KeepUses = 1, 1 })
 	mp, _ := compress.New(compress.Defaults())
 	pc := persist.Defaults()
 	pc.Threshold, pc.Preview = 100, 50
