@@ -358,7 +358,9 @@ func inputOf(c *conversation.Conversation, b *conversation.Block) ([]byte, conve
 
 // Run implements pipeline.Pass.
 func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
-	if !p.cfg.Enabled || len(r.Conv.Messages) == 0 {
+	if !p.cfg.Enabled || len(r.Conv.Messages) == 0 || r.Conv.Continued {
+		// A continued conversation (the history is the server's) holds
+		// only new turns: there is no history to clear.
 		return nil, nil
 	}
 	a, err := p.analyze(r)

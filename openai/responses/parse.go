@@ -1,0 +1,283 @@
+// Package responses is ctxguard's protocol adapter for the OpenAI
+// Responses API (POST /v1/responses), the API Codex CLI speaks: it finds
+// the input items of a request as byte spans (Parse, ParseAfter, Stable),
+// renders what passes ask for in the API's bytes (the Dialect), reads
+// token usage from answers as they stream past (UsageTap), renders errors
+// in the OpenAI shape, and checks requests and rewrites against the API's
+// rules (Validate, ValidateRewrite).
+//
+// # The neutral view of a request
+//
+// The top-level "instructions" is Conversation.System, "tools" is Tools,
+// "input" is List, "model" and "stream" are Model and Stream. A
+// "previous_response_id" that is not null sets Continued: the history is
+// kept by the server and the request holds only new items. "input" may be
+// a string: it is then one user message whose Content is that string,
+// with ContentString set and one Text block.
+//
+// Otherwise "input" is an array of items, and a Message is a run of
+// consecutive items of one side (conversation's package documentation):
+// its Span runs from the first item's start to the last item's end, and
+// its Content is the same span. The sides are:
+//
+//   - a "message" item (or an item with a "role" and no "type", the API's
+//     short form) is on the side of its role: user, assistant, developer
+//     (RoleDeveloper) or system (RoleSystem); other roles are RoleOther;
+//   - reasoning, function_call, custom_tool_call, local_shell_call, and
+//     every other item type ending in "_call" (web_search_call,
+//     computer_call, mcp_call, ...), mcp_list_tools and
+//     mcp_approval_request are what the model produced: the assistant
+//     side;
+//   - function_call_output, custom_tool_call_output,
+//     local_shell_call_output and every other type ending in "_output" are
+//     the tool side (RoleTool);
+//   - any other item (additional_tools, compaction, compaction_trigger,
+//     item_reference, types this package does not know) is on the side of
+//     its "role" member if it has one (Codex sends additional_tools with
+//     role developer), else RoleOther. They are Opaque blocks, so no pass
+//     edits them, and none of them is ever part of a tool round: a
+//     compaction item stands for the whole history before it and must
+//     never be dropped.
+//
+// A message item contributes one block per content part: input_text and
+// output_text parts with a string "text" are Text blocks (Span the part,
+// Text its text), input_image parts Image, input_file parts Document, and
+// every other part Opaque. An item whose content is a string contributes
+// one Text block whose Span and Text are that string; ContentString stays
+// false, because the Message's Content is the item run, not a string (it
+// is set only for a string "input").
+//
+// Every other item is one block whose Span is the item:
+//
+//   - function_call: ToolCall; ID the "call_id" string, Name the "name"
+//     string, Input the "arguments" string with InputEncoded set (the
+//     arguments are JSON encoded in a string);
+//   - custom_tool_call: ToolCall; Input the free-form "input" string (an
+//     apply_patch patch, a script; not JSON), InputEncoded false;
+//   - local_shell_call: ToolCall with the "call_id" and no Name (the item
+//     has none) and no Input: its "action" is an object the API checks
+//     against a schema, so nothing in it may be replaced by a stub;
+//   - function_call_output, custom_tool_call_output,
+//     local_shell_call_output: ToolResult; ID the "call_id" (for
+//     local_shell_call_output, whose id names the call, "id" when there is
+//     no "call_id"), Content the "output" value, and Parts: one Text part
+//     for a string output, or for an array one part per element (input_text
+//     with a string text is Text, input_image Image, input_file Document,
+//     the rest Opaque);
+//   - reasoning, and every other item: Opaque, with Type the item's type.
+//     Reasoning items carry encrypted_content the server checks: they are
+//     never edited, and a rewrite that drops the call they preceded drops
+//     them too (Dialect.KeptBlock).
+//
+// Items that miss what their kind needs (a function_call without a string
+// call_id, say) are Opaque. A tool result is paired with the call it
+// answers in the message just before it, as in the Anthropic adapter:
+// Call locates the call and Name is the call's name.
+package responses
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/protocol"
+)
+
+type (
+	span = jsonscan.Span
+	conv = conversation.Conversation
+)
+
+func shapeErr(off int, msg string) error {
+	return fmt.Errorf("%w: Responses request: %s at offset %d", protocol.ErrShape, msg, off)
+}
+
+// Parse locates the parts of a Responses request body in one scan. It
+// validates the whole body as encoding/json would (a *jsonscan.SyntaxError
+// otherwise) and checks the shape it relies on (an error wrapping
+// protocol.ErrShape otherwise: no input, an input that is neither a string
+// nor an array, an item that is not an object). The result aliases body,
+// which must not change while the result is in use.
+//
+// Call the result's Release when done with it to let the next Parse reuse
+// its memory.
+func Parse(body []byte) (*conv, error) { return run(body, nil, 0) }
+
+// ParseAfter is Parse for a body that repeats, byte for byte, the start
+// of an earlier body whose parse is prev: the first stable messages of
+// prev (see Stable) are taken from prev instead of being scanned again,
+// and the rest is parsed and validated as Parse does. The result is
+// exactly what Parse would return. prev is not changed and may be
+// released afterwards.
+func ParseAfter(body []byte, prev *conv, stable int) (*conv, error) {
+	if prev == nil || stable <= 0 || stable > len(prev.Messages) {
+		return run(body, nil, 0)
+	}
+	return run(body, prev, stable)
+}
+
+// run parses body with a pooled parser, taking the first stable messages
+// from prev when it is not nil.
+func run(body []byte, prev *conv, stable int) (*conv, error) {
+	p := parsers.Get().(*parser)
+	p.reset(body)
+	p.prev, p.stable = prev, stable
+	c, err := p.parse()
+	if err != nil {
+		parsers.Put(p)
+		return nil, err
+	}
+	c.OnRelease(func() { parsers.Put(p) })
+	return c, nil
+}
+
+// Stable returns how many leading messages of prev lie wholly within the
+// bytes body shares with prev.Body, so ParseAfter may take them from prev.
+// A message is a run of items that ends where an item of another side
+// begins, so it counts only when the whole message after it is shared too
+// (that item's side is then known to be the same in body); the last
+// message of prev therefore never counts.
+func Stable(prev *conv, body []byte) int {
+	if prev == nil || len(prev.Messages) < 2 {
+		return 0
+	}
+	n := jsonscan.CommonPrefix(prev.Body, body)
+	k := 0
+	for k+1 < len(prev.Messages) && prev.Messages[k+1].Span.End <= n {
+		k++
+	}
+	return k
+}
+
+// parsers holds parsers with their arrays, so a request's Parse reuses the
+// memory of an earlier, released one.
+var parsers = sync.Pool{New: func() any { return new(parser) }}
+
+// reset readies p for body, keeping the capacity of its arrays.
+func (p *parser) reset(body []byte) {
+	*p = parser{
+		b:      body,
+		blocks: p.blocks[:0], parts: p.parts[:0], msgs: p.msgs[:0], ranges: p.ranges[:0], pranges: p.pranges[:0],
+		out: p.out[:0],
+	}
+}
+
+type parser struct {
+	b         []byte
+	c         conv
+	dia       dialect
+	sawInput  bool
+	blocks    []conversation.Block
+	parts     []conversation.Part
+	msgs      []conversation.Message
+	out       []conversation.Message // the Messages slice handed out, reused across parses
+	ranges    [][2]int               // per message: index range into blocks
+	pranges   [][2]int               // per block: index range into parts
+	prev      *conv                  // messages to take from an earlier parse (ParseAfter)
+	stable    int
+	continued bool
+}
+
+// keyRaw returns the name of the key at k (jsonscan.Text).
+func (p *parser) keyRaw(k span) []byte { return jsonscan.Text(p.b, k) }
+
+func (p *parser) parse() (*conv, error) {
+	b := p.b
+	if i := jsonscan.SkipSpace(b, 0); i >= len(b) || b[i] != '{' {
+		r, err := jsonscan.Root(b)
+		if err != nil {
+			return nil, err
+		}
+		return nil, shapeErr(r.Start, "body is not an object")
+	}
+	root, err := jsonscan.ObjectEach(b, 0, 0, func(k span, v int) (int, error) {
+		switch string(p.keyRaw(k)) {
+		case "input":
+			return p.input(v)
+		case "model":
+			s, err := jsonscan.ValueAt(b, v, 1)
+			if err == nil {
+				if jsonscan.KindOf(b, s) != jsonscan.String {
+					return 0, shapeErr(s.Start, "model is not a string")
+				}
+				p.c.Model, err = jsonscan.Unquote(s.Bytes(b))
+			}
+			return s.End, err
+		case "instructions":
+			s, err := jsonscan.ValueAt(b, v, 1)
+			p.c.System = s
+			return s.End, err
+		case "tools":
+			s, err := jsonscan.ValueAt(b, v, 1)
+			p.c.Tools = s
+			return s.End, err
+		case "stream":
+			s, err := jsonscan.ValueAt(b, v, 1)
+			p.c.Stream = err == nil && string(s.Bytes(b)) == "true"
+			return s.End, err
+		case "previous_response_id":
+			s, err := jsonscan.ValueAt(b, v, 1)
+			p.continued = err == nil && jsonscan.KindOf(b, s) != jsonscan.Null
+			return s.End, err
+		case "prompt_cache_key":
+			s, err := jsonscan.ValueAt(b, v, 1)
+			p.dia.cacheKey = s
+			return s.End, err
+		}
+		return jsonscan.Skip(b, v, 1)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if i := jsonscan.SkipSpace(b, root.End); i != len(b) {
+		return nil, &jsonscan.SyntaxError{Offset: i, Msg: "data after top-level value"}
+	}
+	if !p.sawInput {
+		return nil, shapeErr(root.Start, "no input")
+	}
+	p.c.Body = b
+	p.c.Root = root
+	p.c.Continued = p.continued
+	p.c.Dialect = &p.dia
+	for i := range p.blocks {
+		r := p.pranges[i]
+		p.blocks[i].Parts = p.parts[r[0]:r[1]:r[1]]
+	}
+	p.out = slices.Grow(p.out[:0], len(p.ranges))[:len(p.ranges)]
+	for i, r := range p.ranges {
+		p.out[i] = p.msgs[i]
+		p.out[i].Blocks = p.blocks[r[0]:r[1]:r[1]]
+	}
+	p.c.Messages = p.out
+	p.pair()
+	return &p.c, nil
+}
+
+// pair links each tool result to the call it answers in the message just
+// before (the assistant's turn its tool turn answers), and copies the
+// call's name onto the result. A result whose call is elsewhere, or
+// nowhere, keeps Call {-1, -1}: passes leave it alone.
+func (p *parser) pair() {
+	msgs := p.c.Messages
+	for mi := 1; mi < len(msgs); mi++ {
+		m := &msgs[mi]
+		if m.Role != conversation.RoleTool || msgs[mi-1].Role != conversation.RoleAssistant {
+			continue
+		}
+		for bi := range m.Blocks {
+			r := &m.Blocks[bi]
+			if r.Kind != conversation.ToolResult {
+				continue
+			}
+			for ci := range msgs[mi-1].Blocks {
+				if c := &msgs[mi-1].Blocks[ci]; c.Kind == conversation.ToolCall && jsonscan.SameString(p.b, c.ID, r.ID) {
+					r.Call = [2]int{mi - 1, ci}
+					r.Name = c.Name
+					break
+				}
+			}
+		}
+	}
+}
