@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pass/clear"
@@ -188,7 +189,7 @@ func (g *Guard) Persistent() bool {
 // Anthropic Messages API, the OpenAI Responses API and OpenAI Chat
 // Completions.
 func Protocols() []protocol.Protocol {
-	return []protocol.Protocol{anthropic.Protocol}
+	return []protocol.Protocol{anthropic.Protocol, responses.Protocol}
 }
 
 // Compile builds the pipeline cfg describes, in the order passes must run:
