@@ -27,9 +27,9 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
-	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/pass/clear"
 	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/pass/persist"

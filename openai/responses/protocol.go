@@ -53,4 +53,6 @@ func (responsesAPI) AppendError(dst []byte, k protocol.Kind, message, id string)
 }
 
 // ErrorStatus implements protocol.StatusMapper (openai.ErrorStatus).
-func (responsesAPI) ErrorStatus(k protocol.Kind, status int) int { return openai.ErrorStatus(k, status) }
+func (responsesAPI) ErrorStatus(k protocol.Kind, status int) int {
+	return openai.ErrorStatus(k, status)
+}
