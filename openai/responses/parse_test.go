@@ -281,3 +281,26 @@ func BenchmarkParse(b *testing.B) {
 		c.Release()
 	}
 }
+
+// BenchmarkParseAfter is the next request of a ~1 MB session: one round
+// more, the rest taken from the previous parse.
+func BenchmarkParseAfter(b *testing.B) {
+	var rounds []Round
+	for i := 0; len(Session(rounds)) < 1<<20; i++ {
+		rounds = append(rounds, Round{Reasoning: i%2 == 0, Output: strings.Repeat("build output line\n", 100)})
+	}
+	prev, body := Session(rounds[:len(rounds)-1]), Session(rounds)
+	pc, err := Parse(prev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := ParseAfter(body, pc, Stable(pc, body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Release()
+	}
+}

@@ -122,7 +122,8 @@ func TestNoPassesIsIdentity(t *testing.T) {
 }
 
 // TestClear: old tool outputs become stubs, large arguments are cleared
-// inside their string, everything else stays, and the result is valid.
+// inside their string, a custom tool's large free-form input (a patch)
+// whole, everything else stays, and the result is valid.
 func TestClear(t *testing.T) {
 	p := newClear(t, 4000, 2000, clear.Trim{})
 	body := longSession(16)
@@ -131,9 +132,13 @@ func TestClear(t *testing.T) {
 		t.Fatalf("cleared %d of %d bytes", len(body)-len(res.Body), len(body))
 	}
 	in := items(t, res.Body)
-	var stubs, args int
+	var stubs, args, patches int
 	for _, it := range in {
 		switch it["type"] {
+		case "custom_tool_call":
+			if s, _ := it["input"].(string); strings.HasPrefix(s, "[ctxguard") {
+				patches++
+			}
 		case "function_call_output", "custom_tool_call_output":
 			if s, _ := it["output"].(string); strings.HasPrefix(s, "[ctxguard") {
 				stubs++
@@ -148,8 +153,8 @@ func TestClear(t *testing.T) {
 			}
 		}
 	}
-	if stubs == 0 || args == 0 {
-		t.Errorf("%d outputs and %d arguments cleared", stubs, args)
+	if stubs == 0 || args == 0 || patches == 0 {
+		t.Errorf("%d outputs, %d arguments and %d custom inputs cleared", stubs, args, patches)
 	}
 	// The newest round is untouched.
 	if last := in[len(in)-1]; strings.HasPrefix(fmt.Sprint(last["output"]), "[ctxguard") {

@@ -116,7 +116,6 @@ func TestProtocol(t *testing.T) {
 		{"GET", "/v1/responses/resp_1/input_items", ant, protocol.Yes},
 		{"GET", "/v1/models", h, protocol.Maybe},
 		{"POST", "/v1/messages", ant, protocol.No},
-		{"POST", "/v1/responsesx", h, protocol.Maybe},
 	}
 	for _, c := range claims {
 		if got := p.Claim(c.method, c.path, c.h); got != c.want {

@@ -26,8 +26,8 @@ import (
 //     API rejects a reasoning item without its successor);
 //   - a compaction item has a string encrypted_content.
 //
-// With a previous_response_id the calls may be in the server's history,
-// so outputs are not checked against calls.
+// With a previous_response_id or an item_reference the calls may be in
+// the server's store, so outputs are not checked against calls.
 func Validate(body []byte) error {
 	var ps problems
 	validate(body, &ps)
@@ -93,6 +93,11 @@ func validate(body []byte, ps *problems) *request {
 		at       int
 	}
 	calls := map[string]*call{}
+	for _, s := range r.items {
+		if isType(body, s, "item_reference") {
+			continued = true // the calls may be among the stored items it names
+		}
+	}
 	for i, s := range r.items {
 		if jsonscan.KindOf(body, s) != jsonscan.Object {
 			ps.add("input.%d is not an object", i)

@@ -18,6 +18,7 @@ func TestValidate(t *testing.T) {
 		{"round", `[` + rs + `,` + call + `,` + out + `]`, "", ""},
 		{"output without call", `[` + out + `]`, "", "answers no earlier call"},
 		{"output without call, continued", `[` + out + `]`, `,"previous_response_id":"resp_1"`, ""},
+		{"output of a referenced call", `[{"type":"item_reference","id":"fc_1"},` + out + `]`, "", ""},
 		{"output before call", `[` + out + `,` + call + `]`, "", "answers no earlier call"},
 		{"call without output", `[` + call + `]`, "", "has no output"},
 		{"output of another kind", `[` + call + `,{"type":"custom_tool_call_output","call_id":"c1","output":"x"}]`, "", "answers a function_call"},

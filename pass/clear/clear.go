@@ -331,8 +331,9 @@ func (p *Pass) clearsInput(c *conversation.Conversation, b *conversation.Block, 
 	if t < p.cfg.MinTokens {
 		return false
 	}
-	if body, in := inputOf(c, b); jsonscan.KindOf(body, in) != jsonscan.Object {
-		return false
+	body, in := inputOf(c, b)
+	if k := jsonscan.KindOf(body, in); k != jsonscan.Object && (k != jsonscan.String || b.InputEncoded) {
+		return false // an input is an object, or free-form text (a custom tool's)
 	}
 	return p.tools.of(c, b).input
 }
