@@ -103,7 +103,7 @@ func corpus(t testing.TB) map[string]stream {
 			out[name] = st
 		}
 	}
-	sessions, err := transcript.Load([]string{"transcript/testdata"}, transcript.Options{})
+	sessions, err := transcript.Load([]string{"transcript/testdata/claude-code", "transcript/testdata/swe-agent"}, transcript.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 // rebuilt from a real session in transcript's testdata.
 func claudeCodeBody(tb testing.TB, n int) []byte {
 	tb.Helper()
-	ss, err := transcript.Load([]string{"../transcript/testdata"}, transcript.Options{})
+	ss, err := transcript.Load([]string{"../transcript/testdata/claude-code", "../transcript/testdata/swe-agent"}, transcript.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

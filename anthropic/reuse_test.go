@@ -32,7 +32,7 @@ func equalParse(t *testing.T, prev *conversation.Conversation, b []byte) int {
 }
 
 func TestParseAfter(t *testing.T) {
-	sessions, err := transcript.Load([]string{"../transcript/testdata"}, transcript.Options{})
+	sessions, err := transcript.Load([]string{"../transcript/testdata/claude-code", "../transcript/testdata/swe-agent"}, transcript.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,9 +22,12 @@ import (
 // are not counted: a replay assumes the same answers, so they cost the
 // same with and without ctxguard.
 //
-// The embedded table (DefaultPrices) holds Anthropic's list prices in USD
-// per million tokens, read on 2026-11-22 from the sources named in the
-// comments; a file (LoadPrices) can change or add models.
+// The embedded table (DefaultPrices) holds Anthropic's and OpenAI's list
+// prices in USD per million tokens, read on 2026-11-22/23 from the
+// sources named in the comments; a file (LoadPrices) can change or add
+// models. OpenAI has no cache-write premium: its entries bill a token not
+// read from the cache at the input price (CacheWrite = Input), a cached
+// one at the model's cached-input price.
 
 // Price is one model's prompt prices in USD per million tokens.
 type Price struct {
@@ -57,6 +60,13 @@ func (p Price) Cost(prompt, read int) float64 {
 
 // PriceTable maps model ids (canonical, see model.Canonical) to prices.
 type PriceTable map[string]Price
+
+// oa returns an OpenAI price: cached input at its own rate, and no
+// cache-write premium (OpenAI caches prefixes by itself and bills an
+// uncached token at the input price).
+func oa(input, cached float64) Price {
+	return Price{Input: input, CacheWrite: input, CacheRead: cached}
+}
 
 // std returns a price with the standard multipliers: 5-minute cache write
 // 1.25x input, cache read 0.1x input.
@@ -118,6 +128,44 @@ func DefaultPrices() PriceTable {
 		"claude-3-7-sonnet": std(3),
 		"claude-haiku-4-5":  std(1),
 		"claude-3-5-haiku":  {Input: 0.80, CacheWrite: 1, CacheRead: 0.08},
+
+		// OpenAI (input / cached input; cache_write is the input price).
+		// Variants without an entry (gpt-5-codex, gpt-5.1-codex-max,
+		// gpt-5.2-codex, dated snapshots) take their base model's price by
+		// the longest-prefix rule of Lookup, as OpenAI prices them.
+		// developers.openai.com/api/docs/models/gpt-5-codex: GPT-5 and
+		// GPT-5-Codex $1.25 / $0.125.
+		"gpt-5": oa(1.25, 0.125),
+		// GPT-5.1 $1.25 like GPT-5; GPT-5 nano $0.05 (SciCode dataset-builder
+		// show_pricing.py on huggingface.co, third party); cached input
+		// 0.1x as for the whole GPT-5 family (adk-model openai/pricing.rs,
+		// third party).
+		"gpt-5.1":    oa(1.25, 0.125),
+		"gpt-5-nano": oa(0.05, 0.005),
+		// github/docs data/tables/copilot/models-and-pricing.yml (third
+		// party, quoting OpenAI's list prices): GPT-5 mini $0.25 / $0.025;
+		// GPT-5.2, GPT-5.2-Codex and GPT-5.3-Codex $1.75 / $0.175; GPT-5.4
+		// $2.50 / $0.25; GPT-4.1 $2.00 / $0.50.
+		"gpt-5-mini":    oa(0.25, 0.025),
+		"gpt-5.2":       oa(1.75, 0.175),
+		"gpt-5.3-codex": oa(1.75, 0.175),
+		"gpt-5.4":       oa(2.50, 0.25),
+		"gpt-4.1":       oa(2.00, 0.50),
+		// docs.apiyi.com/models (third party, a reseller's table of
+		// OpenAI's rates): GPT-5.5 $5 / $0.50, GPT-5.5 pro $30 / $3,
+		// GPT-5.6 sol $4 / $0.40, terra $2 / $0.20, luna $0.20 / $0.02.
+		"gpt-5.5":       oa(5, 0.5),
+		"gpt-5.5-pro":   oa(30, 3),
+		"gpt-5.6-sol":   oa(4, 0.4),
+		"gpt-5.6-terra": oa(2, 0.2),
+		"gpt-5.6-luna":  oa(0.2, 0.02),
+		// GPT-4o $2.50 / $1.25 (docs.rs openai-models 0.1.1, from
+		// openai.com/api/pricing; third party). o3 $2 / $0.50 and o4-mini
+		// $1.10 / $0.275: OpenAI's pricing page after the June 2025 o3 price
+		// cut, not re-checked here.
+		"gpt-4o":  oa(2.50, 1.25),
+		"o3":      oa(2.00, 0.50),
+		"o4-mini": oa(1.10, 0.275),
 	}
 }
 
@@ -162,7 +210,8 @@ func (t PriceTable) Models() []string {
 //	  long_prompt: {above: 100000, input: 0.5}
 //
 // An entry replaces the model's whole entry; cache rates left out default
-// to 1.25x (write) and 0.1x (read) of input, in long_prompt too. Unknown
+// to 1.25x (write) and 0.1x (read) of input, in long_prompt too (for a
+// model the registry knows as OpenAI's, write defaults to 1x input). Unknown
 // keys and negative prices are errors.
 func LoadPrices(path string, base PriceTable) (PriceTable, error) {
 	data, err := os.ReadFile(path)
@@ -201,6 +250,9 @@ func ParsePrices(data []byte, base PriceTable) (PriceTable, error) {
 			return 0, 0, 0, fmt.Errorf("%s: input price missing", id)
 		}
 		x := [3]float64{*input, *input * 1.25, *input * 0.1}
+		if model.Lookup(id).Provider == model.OpenAI {
+			x[1] = *input // OpenAI: no cache-write premium
+		}
 		if w != nil {
 			x[1] = *w
 		}

@@ -5,6 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/protocol"
 )
 
 func TestPriceLookup(t *testing.T) {
@@ -21,21 +26,34 @@ func TestPriceLookup(t *testing.T) {
 		{"claude-sonnet-4-5[1m]", "claude-sonnet-4-5", 3},
 		{"claude-opus-4-5-fast", "claude-opus-4-5", 5}, // longest prefix, not claude-opus-4
 		{"claude-fable-5-2", "claude-fable-5-2", 8},
+		// OpenAI: variants take their base model's price.
+		{"gpt-5-codex", "gpt-5", 1.25},
+		{"gpt-5.1-codex-max", "gpt-5.1", 1.25},
+		{"gpt-5.2-codex", "gpt-5.2", 1.75},
+		{"gpt-5-mini-2025-08-07", "gpt-5-mini", 0.25},
+		{"openai/gpt-4.1", "gpt-4.1", 2},
+		{"gpt-4o", "gpt-4o", 2.5},
+		{"o4-mini", "o4-mini", 1.1},
 	} {
 		p, id, ok := tab.Lookup(tc.id)
 		if !ok || id != tc.want || p.Input != tc.input {
 			t.Errorf("Lookup(%q) = %v %q %v, want %q at $%v", tc.id, p, id, ok, tc.want, tc.input)
 		}
 	}
-	for _, id := range []string{"gpt-4o", "", "claude-opus-4x"} {
+	for _, id := range []string{"gpt-4x", "", "claude-opus-4x"} {
 		if _, got, ok := tab.Lookup(id); ok {
 			t.Errorf("Lookup(%q) matched %q", id, got)
 		}
 	}
-	// Every entry is consistent: reads below input below writes.
+	// Every entry is consistent: reads below input; writes above input
+	// (Anthropic) or at it (OpenAI: no write premium).
 	for id, p := range tab {
-		if !(p.CacheRead < p.Input && p.Input < p.CacheWrite) {
+		openai := model.Lookup(id).Provider == model.OpenAI
+		if !(p.CacheRead < p.Input && (p.Input < p.CacheWrite || openai && p.Input == p.CacheWrite)) {
 			t.Errorf("%s: %+v", id, p)
+		}
+		if openai != strings.HasPrefix(id, "gpt-") && openai != (id[0] == 'o') {
+			t.Errorf("%s: provider %v", id, model.Lookup(id).Provider)
 		}
 	}
 }
@@ -53,6 +71,43 @@ func TestPriceCost(t *testing.T) {
 	}
 	if got := h.Cost(100_001, 50_000); !near(got, (50_000*0.05+50_001*0.625)/1e6) {
 		t.Errorf("haiku 5.5 long cost %v", got)
+	}
+}
+
+func TestOpenAICost(t *testing.T) {
+	p := DefaultPrices()["gpt-5.2"]
+	// 1M tokens, 600K cached at $0.175, 400K uncached at $1.75 (no
+	// write premium): 0.105 + 0.70.
+	if got := p.Cost(1_000_000, 600_000); !near(got, 0.805) {
+		t.Errorf("gpt-5.2 cost %v, want 0.805", got)
+	}
+	// A price file entry for an OpenAI model defaults writes to input.
+	tab, err := ParsePrices([]byte("gpt-5.2-codex: {input: 2}\nmy-model: {input: 2}\n"), DefaultPrices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := tab["gpt-5.2-codex"]; g.CacheWrite != 2 || !near(g.CacheRead, 0.2) {
+		t.Errorf("gpt-5.2-codex from file: %+v", g)
+	}
+	if g := tab["my-model"]; g.CacheWrite != 2.5 {
+		t.Errorf("my-model from file: %+v", g)
+	}
+	// The cost model a replay picks by protocol.
+	for _, tc := range []struct {
+		proto protocol.Protocol
+		model string
+		want  CacheModel
+	}{
+		{anthropic.Protocol, "claude-opus-4-5", AnthropicCache},
+		{responses.Protocol, "gpt-5.2-codex", CacheModel{Read: 0.1, Write: 1, Automatic: true}},
+		{responses.Protocol, "gpt-4.1", CacheModel{Read: 0.25, Write: 1, Automatic: true}},
+		{responses.Protocol, "gpt-4o", CacheModel{Read: 0.5, Write: 1, Automatic: true}},
+		{responses.Protocol, "unknown-model", CacheModel{Read: 0.1, Write: 1, Automatic: true}},
+	} {
+		got := cacheModel(tc.proto, tc.model, DefaultPrices())
+		if !near(got.Read, tc.want.Read) || got.Write != tc.want.Write || got.Automatic != tc.want.Automatic {
+			t.Errorf("cacheModel(%s, %s) = %+v, want %+v", tc.proto.Name(), tc.model, got, tc.want)
+		}
 	}
 }
 

@@ -175,6 +175,9 @@ type SessionReport struct {
 	Path   string `json:"-"`
 	File   string `json:"file"`
 	Format string `json:"format"`
+	// Protocol is the API the session's requests were rebuilt in and
+	// rewritten by ("anthropic", "responses"); it picks the cost model.
+	Protocol string `json:"protocol,omitempty"`
 	// Model is the model the replayed requests name (the first one).
 	Model     string    `json:"model"`
 	Sidechain bool      `json:"sidechain,omitempty"`
@@ -453,8 +456,19 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 		}
 		fmt.Fprintf(&b, "tokens saved by pass (share of the original): %s\n", strings.Join(ps, ", "))
 	}
-	fmt.Fprintf(&b, "cache-aware cost: %.3f of the original (prefix cache: reads 0.1x, writes 1.25x); %.3f with hits only at cache_control breakpoints (20-block lookback)\n",
-		t.CostRatio, t.BPCostRatio)
+	protos := map[string]bool{}
+	for _, s := range r.Sessions {
+		protos[s.Protocol] = true
+	}
+	var models []string
+	if len(protos) == 0 || protos["anthropic"] || protos[""] {
+		models = append(models, "Anthropic reads 0.1x, writes 1.25x")
+	}
+	if protos["responses"] || protos["chat"] {
+		models = append(models, "OpenAI reads at the cached-input price, no write premium, automatic")
+	}
+	fmt.Fprintf(&b, "cache-aware cost: %.3f of the original (prefix cache: %s); %.3f with hits only at cache_control breakpoints (20-block lookback; OpenAI: as the prefix model)\n",
+		t.CostRatio, strings.Join(models, "; "), t.BPCostRatio)
 	fmt.Fprintf(&b, "money (prompt at list prices, output excluded): %s instead of %s (prefix model), %s instead of %s (breakpoint model)\n",
 		usd(t.SentUSD), usd(t.OrigUSD), usd(t.SentBPUSD), usd(t.OrigBPUSD))
 	var pr []string

@@ -10,6 +10,8 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
 	"github.com/ctxguard/ctxguard/transcript"
@@ -20,13 +22,57 @@ import (
 type Pipeline struct {
 	// Passes names the pipeline's passes in order, for the report.
 	Passes []string
-	// New makes the rewriter for one session, with the store it keeps
-	// removed content in (nil if none). It is called once per session,
-	// in order, so each session starts from nothing.
-	New func(s *transcript.Session) (DetailedRewriter, store.Store, error)
+	// New makes the rewriter for one session, whose requests are in
+	// protocol proto, with the store it keeps removed content in (nil if
+	// none). It is called once per session, in order, so each session
+	// starts from nothing.
+	New func(s *transcript.Session, proto protocol.Protocol) (DetailedRewriter, store.Store, error)
 	// Check, if set, judges every rewritten request against its
-	// original; a complaint counts the request invalid.
-	Check func(orig, sent []byte) error
+	// original; a complaint counts the request invalid. It is given the
+	// protocol of the session's requests.
+	Check func(proto protocol.Protocol, orig, sent []byte) error
+	// Protocols maps a session's format to the protocol its client
+	// speaks; nil uses DefaultProtocols. New and Run both use it.
+	Protocols Protocols
+}
+
+// Protocols maps transcript formats to the protocol their requests are
+// rebuilt in and rewritten by.
+type Protocols map[transcript.Format]protocol.Protocol
+
+// DefaultProtocols returns the protocols of the formats transcript
+// rebuilds: Anthropic Messages for Claude Code and SWE-agent sessions (the
+// builder writes both as Claude Code requests), the Responses API for
+// Codex rollouts.
+func DefaultProtocols() Protocols {
+	return Protocols{
+		transcript.ClaudeCode: anthropic.Protocol,
+		transcript.SWEAgent:   anthropic.Protocol,
+		transcript.Codex:      responses.Protocol,
+	}
+}
+
+// For returns the protocol of a session (nil if none is known).
+func (ps Protocols) For(s *transcript.Session) protocol.Protocol {
+	if ps == nil {
+		ps = DefaultProtocols()
+	}
+	return ps[s.Format]
+}
+
+// CheckRewrite judges a rewrite with the protocol's own validator: the
+// Anthropic rules (validate.Rewrite with opt) or the Responses API's
+// (responses.ValidateRewrite); other protocols are not checked.
+func CheckRewrite(opt validate.Options) func(proto protocol.Protocol, orig, sent []byte) error {
+	return func(proto protocol.Protocol, orig, sent []byte) error {
+		switch proto {
+		case anthropic.Protocol:
+			return validate.Rewrite(orig, sent, opt)
+		case responses.Protocol:
+			return responses.ValidateRewrite(orig, sent)
+		}
+		return nil
+	}
 }
 
 // ValidateOptions are the changes the passes may make under the default
@@ -59,9 +105,9 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 	stageCfgs, staged := stageConfigs(cfg, passes)
 	p := Pipeline{
 		Passes: passes,
-		Check:  func(orig, sent []byte) error { return validate.Rewrite(orig, sent, ctxguard.Allowed(cfg)) },
+		Check:  CheckRewrite(ctxguard.Allowed(cfg)),
 	}
-	p.New = func(s *transcript.Session) (DetailedRewriter, store.Store, error) {
+	p.New = func(s *transcript.Session, proto protocol.Protocol) (DetailedRewriter, store.Store, error) {
 		mem := store.NewMemory()
 		g, err := ctxguard.New(cfg, ctxguard.WithStore(mem))
 		if err != nil {
@@ -79,7 +125,7 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 		}
 		ctx := context.Background()
 		rw := func(body []byte) (Outcome, error) {
-			res := g.RewriteBody(ctx, anthropic.Protocol, nil, body)
+			res := g.RewriteBody(ctx, proto, nil, body)
 			if res.Skipped != "" {
 				return Outcome{}, fmt.Errorf("not rewritten: %s", res.Skipped)
 			}
@@ -88,7 +134,7 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 				return out, nil
 			}
 			for i, sg := range stages {
-				sr := sg.RewriteBody(ctx, anthropic.Protocol, nil, body)
+				sr := sg.RewriteBody(ctx, proto, nil, body)
 				if sr.Err != nil {
 					return Outcome{}, fmt.Errorf("pipeline stopped after pass %s: %w", passes[i], sr.Err)
 				}
@@ -191,15 +237,26 @@ func Run(sessions []*transcript.Session, opt RunOptions) (*Report, error) {
 		case opt.Build.Model != "":
 			sr.Model = model.Canonical(opt.Build.Model)
 		}
+		proto := opt.Pipeline.Protocols.For(s)
+		if err == nil && proto == nil {
+			err = fmt.Errorf("no protocol for %s sessions", s.Format)
+		}
 		if err == nil {
+			sr.Protocol = proto.Name()
 			var rw DetailedRewriter
 			var st store.Store
-			rw, st, err = opt.Pipeline.New(s)
+			rw, st, err = opt.Pipeline.New(s, proto)
 			if err == nil {
+				var check func(orig, sent []byte) error
+				if c := opt.Pipeline.Check; c != nil {
+					check = func(orig, sent []byte) error { return c(proto, orig, sent) }
+				}
 				var stat *SessionStat
 				stat, err = Measure(sr.ID, stream, rw, Options{
-					Check: opt.Pipeline.Check,
-					Store: st,
+					Check:    check,
+					Protocol: proto,
+					Cache:    cacheModel(proto, sr.Model, prices),
+					Store:    st,
 					Progress: func() {
 						done++
 						if opt.Progress != nil {
@@ -243,10 +300,29 @@ func sessionStream(s *transcript.Session, opt transcript.BuildOptions) ([]Reques
 		if err != nil {
 			return nil, nil, err
 		}
-		out = append(out, Request{Body: r.Body, Reset: r.Reset, Model: r.Model, Answer: s.AppendJSON(nil, r.Message)})
+		req := Request{Body: r.Body, Reset: r.Reset, Model: r.Model}
+		if r.Message >= 0 {
+			req.Answer = s.AppendJSON(nil, r.Message)
+		}
+		out = append(out, req)
 		usage = append(usage, r.Usage)
 	}
 	return out, usage, nil
+}
+
+// cacheModel picks the cost model of a session by its protocol's family:
+// OpenAI's automatic caching with no write premium, reads at the model's
+// cached-input price over its input price (0.1x, the GPT-5 family's, when
+// the price table does not know the model); Anthropic's otherwise.
+func cacheModel(proto protocol.Protocol, modelID string, prices PriceTable) CacheModel {
+	if proto.Family() != "openai" {
+		return AnthropicCache
+	}
+	read := 0.1
+	if p, _, ok := prices.Lookup(modelID); ok && p.Input > 0 {
+		read = p.CacheRead / p.Input
+	}
+	return OpenAICache(read)
 }
 
 // newSessionReport fills what the transcript says about a session.

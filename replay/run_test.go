@@ -12,10 +12,11 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/transcript"
-	"github.com/ctxguard/ctxguard/validate"
 )
 
 // testdataDirs are the transcripts of package transcript's tests (real
@@ -51,8 +52,8 @@ func testdataReport(t *testing.T, p Pipeline) *Report {
 func fakePipeline() Pipeline {
 	return Pipeline{
 		Passes: []string{"noop", "fakeclear"},
-		Check:  func(orig, sent []byte) error { return validate.Rewrite(orig, sent, ValidateOptions) },
-		New: func(*transcript.Session) (DetailedRewriter, store.Store, error) {
+		Check:  CheckRewrite(ValidateOptions),
+		New: func(*transcript.Session, protocol.Protocol) (DetailedRewriter, store.Store, error) {
 			mem := store.NewMemory()
 			return func(body []byte) (Outcome, error) {
 				c, err := anthropic.Parse(body)
@@ -102,8 +103,8 @@ func TestAllRulesOff(t *testing.T) {
 	}
 	inner := p.New
 	changed := 0
-	p.New = func(s *transcript.Session) (DetailedRewriter, store.Store, error) {
-		rw, st, err := inner(s)
+	p.New = func(s *transcript.Session, proto protocol.Protocol) (DetailedRewriter, store.Store, error) {
+		rw, st, err := inner(s, proto)
 		return func(b []byte) (Outcome, error) {
 			out, err := rw(b)
 			if !bytes.Equal(out.Body, b) {
@@ -255,6 +256,63 @@ func TestSharedData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep := replayDefaults(t, ss)
+	t.Logf("tokens %.3f cost %.3f bp %.3f events %d invalid %d quotes %+v", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.BPCostRatio, rep.Total.Events, rep.Total.Invalid, rep.Total.Quotes)
+	checkOff(t, ss)
+}
+
+// The 19 real Codex rollouts of the shared data (about 10 s): every
+// session is rebuilt as Responses API requests, goes through the
+// Responses adapter and is priced with OpenAI's cost model; no request is
+// invalid, the arithmetic holds, the original streams never break, the
+// recorded usage reaches the report, and with every rule off every ratio
+// is 1.
+func TestSharedDataCodex(t *testing.T) {
+	dir := shareddata.Dir(t, "codex")
+	if testing.Short() {
+		t.Skip("short")
+	}
+	ss, err := transcript.Load([]string{dir}, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) != 19 {
+		t.Fatalf("%d sessions, want 19", len(ss))
+	}
+	for _, s := range ss {
+		if s.Format != transcript.Codex {
+			t.Fatalf("%s loaded as %v", s.Path, s.Format)
+		}
+	}
+	rep := replayDefaults(t, ss)
+	t.Logf("tokens %.3f cost %.3f events %d invalid %d usd %.2f/%.2f", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.Events, rep.Total.Invalid, rep.Total.SentUSD, rep.Total.OrigUSD)
+	if rep.Total.Invalid != 0 || rep.Total.OrigEvents != 0 || len(rep.Unpriced) != 0 {
+		t.Errorf("invalid %d, original breaks %d, unpriced %v", rep.Total.Invalid, rep.Total.OrigEvents, rep.Unpriced)
+	}
+	if rep.Total.TokenRatio >= 1 || rep.Total.CostRatio >= 1 {
+		t.Errorf("no saving: tokens %v cost %v", rep.Total.TokenRatio, rep.Total.CostRatio)
+	}
+	withUsage := 0
+	for _, s := range rep.Sessions {
+		if s.Error != "" || s.Protocol != "responses" {
+			t.Errorf("%s: protocol %q, error %s", s.ID, s.Protocol, s.Error)
+		}
+		for _, r := range s.PerRequest {
+			if r.APIPrompt > 0 {
+				withUsage++
+			}
+		}
+	}
+	if withUsage < rep.Requests*9/10 {
+		t.Errorf("%d of %d requests carry the recorded usage", withUsage, rep.Requests)
+	}
+	checkOff(t, ss)
+}
+
+// replayDefaults replays sessions through the default pipeline and checks
+// the report's arithmetic.
+func replayDefaults(t *testing.T, ss []*transcript.Session) *Report {
+	t.Helper()
 	p, err := GuardPipeline(config.Defaults())
 	if err != nil {
 		t.Fatal(err)
@@ -264,18 +322,59 @@ func TestSharedData(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSums(t, rep)
-	t.Logf("tokens %.3f cost %.3f bp %.3f events %d invalid %d quotes %+v", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.BPCostRatio, rep.Total.Events, rep.Total.Invalid, rep.Total.Quotes)
+	return rep
+}
+
+// checkOff replays sessions with every rule off: every ratio must be 1.
+func checkOff(t *testing.T, ss []*transcript.Session) {
+	t.Helper()
 	off, err := GuardPipeline(Off(config.Defaults()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err = Run(ss, RunOptions{Pipeline: off})
+	rep, err := Run(ss, RunOptions{Pipeline: off})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range rep.Sessions {
 		if s.CostRatio != 1 || s.BPCostRatio != 1 || s.TokenRatio != 1 || s.Events != 0 || s.Invalid != 0 {
 			t.Errorf("%s with every rule off: %v %v %v, %d events, %d invalid", s.ID, s.TokenRatio, s.CostRatio, s.BPCostRatio, s.Events, s.Invalid)
+		}
+	}
+}
+
+// The Claude Code and SWE-agent sessions of transcript/testdata written
+// as Responses API requests go through the Responses adapter: every
+// rewrite is valid by that API's rules, and with every rule off every
+// ratio is 1.
+func TestRunRenderedResponses(t *testing.T) {
+	ss, err := transcript.Load(testdataDirs, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := Protocols{}
+	for f := range DefaultProtocols() {
+		all[f] = responses.Protocol
+	}
+	for _, cfg := range []config.Config{config.Defaults(), Off(config.Defaults())} {
+		p, err := GuardPipeline(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Protocols = all
+		rep, err := Run(ss, RunOptions{Pipeline: p, Build: transcript.BuildOptions{Protocol: transcript.ProtoResponses}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSums(t, rep)
+		t.Logf("tokens %.3f cost %.3f events %d invalid %d", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.Events, rep.Total.Invalid)
+		for _, s := range rep.Sessions {
+			if s.Error != "" || s.Protocol != "responses" || s.Invalid != 0 {
+				t.Errorf("%s: protocol %q, %d invalid, error %s", s.ID, s.Protocol, s.Invalid, s.Error)
+			}
+			if !cfg.Clear.Enabled && (s.TokenRatio != 1 || s.CostRatio != 1) {
+				t.Errorf("%s with every rule off: %v %v", s.ID, s.TokenRatio, s.CostRatio)
+			}
 		}
 	}
 }

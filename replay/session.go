@@ -26,6 +26,7 @@ import (
 	"fmt"
 
 	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
 )
 
@@ -76,7 +77,8 @@ type RequestStat struct {
 	OrigBytes, SentBytes   int
 	OrigTokens, SentTokens int
 	// Cost in base-input-token units: shared prefix with the previous
-	// request at 0.1x, the rest at 1.25x.
+	// request at the cache read price, the rest at the write price
+	// (Options.Cache: Anthropic 0.1x and 1.25x).
 	OrigCost, SentCost float64
 	// The same where the cache hits only at cache_control breakpoints
 	// with a 20-block lookback.
@@ -232,7 +234,31 @@ type Options struct {
 	Store store.Store
 	// Progress, if set, is called after each request.
 	Progress func()
+	// Protocol parses the stream's bodies; nil is the Anthropic Messages
+	// API.
+	Protocol protocol.Protocol
+	// Cache is the cost model; the zero value is Anthropic's.
+	Cache CacheModel
 }
+
+// CacheModel is how a provider bills a prompt's cached prefix, in
+// multiples of the model's base input price.
+type CacheModel struct {
+	// Read and Write are what a cache read and an uncached token cost.
+	Read, Write float64
+	// Automatic is set for providers that cache every prefix by
+	// themselves (OpenAI): there are no breakpoints, so the breakpoint
+	// model bills what the prefix model bills.
+	Automatic bool
+}
+
+// AnthropicCache is Anthropic's prompt caching: reads 0.1x, writes (the
+// 5-minute cache Claude Code uses) 1.25x, hits only at breakpoints.
+var AnthropicCache = CacheModel{Read: prompt.CacheRead, Write: prompt.CacheWrite}
+
+// OpenAICache is OpenAI's prompt caching for a model whose cached input
+// costs read times its input price: automatic, no write premium.
+func OpenAICache(read float64) CacheModel { return CacheModel{Read: read, Write: 1, Automatic: true} }
 
 // Request is one request of a session's stream.
 type Request struct {
@@ -262,6 +288,21 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 	var prevOrig, prevSent *prompt.Prompt
 	var bpOrig, bpSent prompt.BreakpointCache
 	quotes := newQuoteTracker(opt.Store)
+	proto := opt.Protocol
+	if proto == nil {
+		proto = anthropic.Protocol
+	}
+	cm := opt.Cache
+	if cm == (CacheModel{}) {
+		cm = AnthropicCache
+	}
+	parse := func(body []byte) (*prompt.Prompt, error) {
+		c, err := proto.Parse(body)
+		if err != nil {
+			return nil, err
+		}
+		return prompt.FromConversation(c), nil
+	}
 	for i, req := range stream {
 		body := req.Body
 		if req.Reset {
@@ -272,14 +313,14 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 			return st, fmt.Errorf("%s request %d: %w", name, i, err)
 		}
 		sent := out.Body
-		co, err := anthropic.Parse(body)
+		co, err := proto.Parse(body)
 		if err != nil {
 			return st, fmt.Errorf("%s request %d: original: %w", name, i, err)
 		}
 		po := prompt.FromConversation(co)
 		ps := po
 		if !bytes.Equal(sent, body) {
-			if ps, err = prompt.Parse(sent); err != nil {
+			if ps, err = parse(sent); err != nil {
 				return st, fmt.Errorf("%s request %d: rewritten: %w", name, i, err)
 			}
 		}
@@ -291,8 +332,12 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 			OrigBPRead: bpOrig.Read(po), SentBPRead: bpSent.Read(ps),
 			Reported: out.Reported, Failed: out.Failed,
 		}
-		r.OrigCost, r.SentCost = prompt.Priced(po, r.OrigRead), prompt.Priced(ps, r.SentRead)
-		r.OrigBPCost, r.SentBPCost = prompt.Priced(po, r.OrigBPRead), prompt.Priced(ps, r.SentBPRead)
+		if cm.Automatic {
+			r.OrigBPRead, r.SentBPRead = r.OrigRead, r.SentRead
+		}
+		price := func(p *prompt.Prompt, read int) float64 { return prompt.PricedAt(p, read, cm.Read, cm.Write) }
+		r.OrigCost, r.SentCost = price(po, r.OrigRead), price(ps, r.SentRead)
+		r.OrigBPCost, r.SentBPCost = price(po, r.OrigBPRead), price(ps, r.SentBPRead)
 		if prevSent != nil {
 			_, ext := prompt.Shared(prevSent, ps)
 			r.Event = !ext
@@ -301,7 +346,7 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 			}
 		}
 		if len(out.Stages) > 0 {
-			if r.Passes, err = stageSavings(po, body, out.Stages); err != nil {
+			if r.Passes, err = stageSavings(po, body, out.Stages, parse); err != nil {
 				return st, fmt.Errorf("%s request %d: %w", name, i, err)
 			}
 		}
@@ -329,13 +374,13 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 
 // stageSavings measures the tokens each stage saved against the one
 // before it (the first against the original).
-func stageSavings(po *prompt.Prompt, body []byte, stages []Stage) ([]PassTokens, error) {
+func stageSavings(po *prompt.Prompt, body []byte, stages []Stage, parse func([]byte) (*prompt.Prompt, error)) ([]PassTokens, error) {
 	out := make([]PassTokens, len(stages))
 	prevBody, prevTok := body, po.Tokens()
 	for i, s := range stages {
 		tok := prevTok
 		if !bytes.Equal(s.Body, prevBody) {
-			p, err := prompt.Parse(s.Body)
+			p, err := parse(s.Body)
 			if err != nil {
 				return nil, fmt.Errorf("after pass %s: %w", s.Name, err)
 			}

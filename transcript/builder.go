@@ -18,6 +18,12 @@ type BuildOptions struct {
 	// model if that has none), and Profile.Model when that is not a Claude
 	// model.
 	Model string
+	// Protocol is the API the requests are written for: ProtoAnthropic
+	// (Claude Code's requests), ProtoResponses or ProtoChat (see
+	// oaiRenderer); "" is a session's native one: Responses for Codex
+	// rollouts, Anthropic for the rest. Codex rollouts can only be
+	// written as Responses requests.
+	Protocol string
 }
 
 // Request is one rebuilt request of a session.
@@ -25,12 +31,15 @@ type Request struct {
 	// Index is k: the request produced the session's k-th assistant
 	// message (0-based).
 	Index int
-	// Message is the index in Session.Messages of that assistant message.
+	// Message is the index in Session.Messages of that assistant message
+	// (-1 for a Codex session, whose answer is Session.Codex.Items
+	// [End:Out] of its turn).
 	Message int
 	// First is the index in Session.Messages of the first message the
 	// request holds (the start of its history).
 	First int
-	// Body is the request body, shaped as Claude Code sends it.
+	// Body is the request body, shaped as Claude Code sends it (Codex
+	// sessions: as Codex CLI sends a POST /v1/responses body).
 	Body []byte
 	// Usage is the usage the API reported for the answer, nil if unknown.
 	Usage *Usage
@@ -58,7 +67,9 @@ type Builder struct {
 	asst     []int  // indices of assistant messages
 	start    []int  // per message: index of the first message of its history
 	cache    [][]byte
-	cacheR   [][]byte // the first message of a history, with the reminder
+	cacheR   [][]byte      // the first message of a history, with the reminder
+	cx       *codexBuilder // a Codex session's requests, nil otherwise
+	oai      *oaiRenderer  // an OpenAI rendering of the session, nil otherwise
 }
 
 // NewBuilder prepares the requests of s, which must not change while the
@@ -72,6 +83,13 @@ func NewBuilder(s *Session, opt BuildOptions) (*Builder, error) {
 		return nil, err
 	}
 	b := &Builder{s: s, p: p, model: opt.Model}
+	if s.Codex != nil {
+		if opt.Protocol != "" && opt.Protocol != ProtoResponses {
+			return nil, fmt.Errorf("transcript: a Codex session cannot be written as %s requests", opt.Protocol)
+		}
+		b.cx = newCodexBuilder(s, &b.p, opt.Model)
+		return b, nil
+	}
 	if s.System != "" {
 		b.p.System[2] = s.System
 	}
@@ -96,19 +114,38 @@ func NewBuilder(s *Session, opt BuildOptions) (*Builder, error) {
 	}
 	b.cache = make([][]byte, len(s.Messages))
 	b.cacheR = make([][]byte, len(s.Messages))
+	switch opt.Protocol {
+	case "", ProtoAnthropic:
+	default:
+		var err error
+		if b.oai, err = newOAIRenderer(b, opt.Protocol); err != nil {
+			return nil, err
+		}
+	}
 	return b, nil
 }
 
 // Len returns the number of requests: one per assistant message.
-func (b *Builder) Len() int { return len(b.asst) }
+func (b *Builder) Len() int {
+	if b.cx != nil {
+		return len(b.cx.cx.Turns)
+	}
+	return len(b.asst)
+}
 
 // Request builds request k (0 <= k < Len()): the history before the k-th
 // assistant message (from the last compaction boundary on), shaped as
 // Claude Code sends it (see build for the layout). Requests can be built
 // in any order; the same k always gives the same bytes.
 func (b *Builder) Request(k int) (*Request, error) {
-	if k < 0 || k >= len(b.asst) {
-		return nil, fmt.Errorf("transcript: request %d out of range [0, %d)", k, len(b.asst))
+	if k < 0 || k >= b.Len() {
+		return nil, fmt.Errorf("transcript: request %d out of range [0, %d)", k, b.Len())
+	}
+	if b.cx != nil {
+		return b.cx.request(k), nil
+	}
+	if b.oai != nil {
+		return b.oai.request(k, b.p.MaxTokens), nil
 	}
 	ai := b.asst[k]
 	first := b.start[ai]

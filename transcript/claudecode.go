@@ -33,21 +33,10 @@ type ccParser struct {
 // without messages unless none has any (so the counts stay visible).
 func ParseClaudeCode(data []byte, path string, opt Options) []*Session {
 	p := &ccParser{path: path, opt: opt, byKey: map[string]*ccSession{}}
-	lineNo := 0
-	for len(data) > 0 {
-		var line []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			line, data = data, nil
-		}
-		lineNo++
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
+	eachLine(data, func(lineNo int, line []byte) bool {
 		p.line(lineNo, line)
-	}
+		return true
+	})
 	var out, empty []*Session
 	for _, cs := range p.order {
 		normalize(cs.s)
@@ -293,26 +282,47 @@ func parseUsage(raw []byte, u span) *Usage {
 	if jsonscan.KindOf(raw, u) != jsonscan.Object {
 		return nil
 	}
-	num := func(key string) int {
-		v := u
-		s, err := jsonscan.Lookup(raw, v, key)
-		if err != nil || jsonscan.KindOf(raw, s) != jsonscan.Number {
-			return 0
-		}
-		n, err := strconv.Atoi(string(s.Bytes(raw)))
-		if err != nil {
-			f, err := strconv.ParseFloat(string(s.Bytes(raw)), 64)
-			if err != nil || f < 0 || f > 1e12 {
-				return 0
-			}
-			return int(f)
-		}
-		return max(n, 0)
-	}
+	num := func(key string) int { return intMember(raw, u, key) }
 	return &Usage{
 		InputTokens:              num("input_tokens"),
 		CacheCreationInputTokens: num("cache_creation_input_tokens"),
 		CacheReadInputTokens:     num("cache_read_input_tokens"),
 		OutputTokens:             num("output_tokens"),
+	}
+}
+
+// intMember returns the non-negative number at member key of the object
+// at obj in raw, or 0 when it is absent or not a number.
+func intMember(raw []byte, obj span, key string) int {
+	s, err := jsonscan.Lookup(raw, obj, key)
+	if err != nil || jsonscan.KindOf(raw, s) != jsonscan.Number {
+		return 0
+	}
+	n, err := strconv.Atoi(string(s.Bytes(raw)))
+	if err != nil {
+		f, err := strconv.ParseFloat(string(s.Bytes(raw)), 64)
+		if err != nil || f < 0 || f > 1e12 {
+			return 0
+		}
+		return int(f)
+	}
+	return max(n, 0)
+}
+
+// eachLine calls f with every non-empty line of data (trimmed) and its
+// 1-based number, until f returns false.
+func eachLine(data []byte, f func(lineNo int, line []byte) bool) {
+	lineNo := 0
+	for len(data) > 0 {
+		var line []byte
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			line, data = data, nil
+		}
+		lineNo++
+		if line = bytes.TrimSpace(line); len(line) > 0 && !f(lineNo, line) {
+			return
+		}
 	}
 }

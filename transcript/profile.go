@@ -44,6 +44,13 @@ type Profile struct {
 	// Model is used when neither the options nor the session name a
 	// Claude model.
 	Model string `json:"model"`
+	// ResponsesTools is the tools array of rebuilt Responses API requests
+	// (Codex sessions). The default is the array Codex CLI 0.169.0 sent in
+	// /work/research/captures/codex-first (9 tools, 17 KB: exec_command,
+	// write_stdin, request_user_input, view_image, a multi_agent_v1
+	// namespace, get_goal, create_goal, update_goal, web_search), the
+	// schemas of openai/codex (Apache-2.0) as that client sent them.
+	ResponsesTools json.RawMessage `json:"responses_tools"`
 }
 
 //go:embed profile
@@ -69,6 +76,7 @@ func DefaultProfile() Profile {
 		Effort:             "high",
 		DeviceID:           "0000000000000000000000000000000000000000000000000000000000000000",
 		Model:              "claude-opus-4-8",
+		ResponsesTools:     json.RawMessage(mustRead("codex-tools.json")),
 	}
 }
 
@@ -92,13 +100,19 @@ func LoadProfile(path string) (Profile, error) {
 
 // Validate checks that the profile can make valid requests.
 func (p *Profile) Validate() error {
-	if len(p.Tools) > 0 {
-		root, err := jsonscan.Root(p.Tools)
-		if err != nil {
-			return fmt.Errorf("profile tools: %w", err)
+	for _, t := range []struct {
+		name string
+		v    json.RawMessage
+	}{{"tools", p.Tools}, {"responses_tools", p.ResponsesTools}} {
+		if len(t.v) == 0 {
+			continue
 		}
-		if jsonscan.KindOf(p.Tools, root) != jsonscan.Array {
-			return fmt.Errorf("profile tools: not a JSON array")
+		root, err := jsonscan.Root(t.v)
+		if err != nil {
+			return fmt.Errorf("profile %s: %w", t.name, err)
+		}
+		if jsonscan.KindOf(t.v, root) != jsonscan.Array {
+			return fmt.Errorf("profile %s: not a JSON array", t.name)
 		}
 	}
 	if p.MaxTokens <= 0 {

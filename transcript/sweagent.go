@@ -248,7 +248,12 @@ func toolResults(raw []byte, content span, st *Stats) []Block {
 // uuidFrom derives a stable, UUID-shaped session id from a name.
 func uuidFrom(name string) string {
 	h := sha256.Sum256([]byte(name))
-	h[6] = h[6]&0x0f | 0x40
+	return uuidShaped(h[:16], 4)
+}
+
+// uuidShaped formats 16 hash bytes as a UUID of the given version.
+func uuidShaped(h []byte, version byte) string {
+	h[6] = h[6]&0x0f | version<<4
 	h[8] = h[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }

@@ -91,6 +91,7 @@
 package transcript
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -114,6 +115,8 @@ func (f Format) String() string {
 		return "claude-code"
 	case SWEAgent:
 		return "swe-agent"
+	case Codex:
+		return "codex"
 	}
 	return "unknown"
 }
@@ -236,11 +239,17 @@ type Session struct {
 	System   string
 	Messages []Message
 	Stats    Stats
+	// Codex holds a Codex rollout's history and requests (Format Codex;
+	// Messages is then empty); nil for other formats.
+	Codex *CodexSession
 }
 
 // Requests returns the number of requests the session's client sent:
-// one per assistant message.
+// one per assistant message (for Codex, one per recorded model turn).
 func (s *Session) Requests() int {
+	if s.Codex != nil {
+		return len(s.Codex.Turns)
+	}
 	n := 0
 	for i := range s.Messages {
 		if s.Messages[i].Role == Assistant {
@@ -257,8 +266,9 @@ type Options struct {
 	SkipSidechains bool
 }
 
-// LoadFile loads one file: ".traj" as SWE-agent, anything else as Claude
-// Code JSONL. A file that cannot be read is an error; a malformed line is
+// LoadFile loads one file: ".traj" as SWE-agent, a JSONL file whose
+// first record is a Codex session_meta (or whose name is rollout-*.jsonl)
+// as a Codex rollout, anything else as Claude Code JSONL. A file that cannot be read is an error; a malformed line is
 // not (see Stats).
 func LoadFile(path string, opt Options) ([]*Session, error) {
 	data, err := os.ReadFile(path)
@@ -271,6 +281,9 @@ func LoadFile(path string, opt Options) ([]*Session, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		return []*Session{s}, nil
+	}
+	if IsCodex(path, data) {
+		return []*Session{ParseCodex(data, path)}, nil
 	}
 	return ParseClaudeCode(data, path, opt), nil
 }
@@ -310,6 +323,21 @@ func Load(paths []string, opt Options) ([]*Session, error) {
 		}
 	}
 	return out, nil
+}
+
+// IsCodex reports whether a JSONL file is a Codex rollout: its name is
+// rollout-*.jsonl, or its first non-empty line is a record of type
+// session_meta.
+func IsCodex(path string, data []byte) bool {
+	if b := filepath.Base(path); strings.HasPrefix(b, "rollout-") && strings.HasSuffix(strings.ToLower(b), ".jsonl") {
+		return true
+	}
+	codex := false
+	eachLine(data, func(_ int, line []byte) bool {
+		codex = bytes.Contains(line, []byte(`"type":"session_meta"`)) && bytes.Contains(line, []byte(`"payload":`))
+		return false
+	})
+	return codex
 }
 
 func isSessionFile(p string) bool {

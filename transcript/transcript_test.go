@@ -657,10 +657,16 @@ func TestLoadFolder(t *testing.T) {
 		"1ff3b1f4-aca7-440e-8faf-06d54b235f74.jsonl", "43bc3167-00a3-440e-afdf-c6c2575ef92c.jsonl",
 		"8914a511-2982-4b5b-886b-cb526da278b1.jsonl", "agent-a00ad96.jsonl",
 		"b8d44276-1f04-4220-98c0-b410f7c58ff5.jsonl", "de0891f0-8f37-4cb1-b2bc-04c278fd5ae2.jsonl",
+		"capture-codex-first.rollout.jsonl", "rollout-2026-01-30T10-36-39-019c0e43-0722-73c2-b7b9-232e9399a95d.jsonl",
 		"function_calling_simple.traj",
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
+	}
+	for _, s := range ss {
+		if codex := strings.Contains(s.Path, "/codex/"); codex != (s.Format == Codex) {
+			t.Errorf("%s loaded as %v", s.Path, s.Format)
+		}
 	}
 	both, err := Load([]string{"testdata/swe-agent/function_calling_simple.traj", "testdata/claude-code/agent-a00ad96.jsonl"}, Options{})
 	if err != nil || len(both) != 2 || both[0].Format != SWEAgent {

@@ -18,9 +18,11 @@ Replays agent session transcripts through ctxguard's pipeline and reports
 what it would have saved: tokens, cache-aware cost, money, edit events,
 validity and quote retention, per session and in total.
 
-PATH is a Claude Code transcript (.jsonl), a SWE-agent trajectory (.traj)
-or a folder of them; default ~/.claude/projects. Flags may come before or
-after the paths.
+PATH is a Claude Code transcript (.jsonl), a Codex CLI rollout
+(rollout-*.jsonl, replayed as Responses API requests and priced at
+OpenAI's rates), a SWE-agent trajectory (.traj) or a folder of them
+(searched recursively); default ~/.claude/projects and ~/.codex/sessions,
+those that exist. Flags may come before or after the paths.
 
 flags:
 `
@@ -56,11 +58,15 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 		if err != nil {
 			return fmt.Errorf("no PATH given and no home directory: %w", err)
 		}
-		def := filepath.Join(home, ".claude", "projects")
-		if _, err := os.Stat(def); err != nil {
-			return fmt.Errorf("no PATH given and %s does not exist", def)
+		defs := []string{filepath.Join(home, ".claude", "projects"), filepath.Join(home, ".codex", "sessions")}
+		for _, d := range defs {
+			if _, err := os.Stat(d); err == nil {
+				paths = append(paths, d)
+			}
 		}
-		paths = []string{def}
+		if len(paths) == 0 {
+			return fmt.Errorf("no PATH given and neither %s exists", strings.Join(defs, " nor "))
+		}
 	}
 
 	cfg, err := config.Load(*cfgFile)

@@ -195,3 +195,33 @@ func TestReplayErrors(t *testing.T) {
 		t.Errorf("-h: %v %q", err, out)
 	}
 }
+
+// A folder of Codex rollouts is found and replayed as Responses API
+// requests, priced at OpenAI's rates.
+func TestReplayCodex(t *testing.T) {
+	out, errOut, err := runArgs(t, false, "--json", "../../transcript/testdata/codex")
+	if err != nil {
+		t.Fatal(err, errOut)
+	}
+	var r struct {
+		Requests int                        `json:"requests"`
+		Prices   map[string]json.RawMessage `json:"prices"`
+		Unpriced []string                   `json:"unpriced_models"`
+		Sessions []struct {
+			Format   string `json:"format"`
+			Protocol string `json:"protocol"`
+			Error    string `json:"error"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Sessions) != 2 || r.Requests != 7 || len(r.Unpriced) != 0 || r.Prices["gpt-5.2"] == nil {
+		t.Fatalf("report: %+v", r)
+	}
+	for _, s := range r.Sessions {
+		if s.Format != "codex" || s.Protocol != "responses" || s.Error != "" {
+			t.Errorf("session %+v", s)
+		}
+	}
+}

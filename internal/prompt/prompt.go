@@ -212,7 +212,14 @@ func PrefixRead(prev, cur *Prompt) int {
 // Priced is the cost of cur in base-input-token units when read of its
 // tokens are cache reads and the rest cache writes.
 func Priced(cur *Prompt, read int) float64 {
-	return CacheRead*float64(read) + CacheWrite*float64(cur.tokens-read)
+	return PricedAt(cur, read, CacheRead, CacheWrite)
+}
+
+// PricedAt is Priced with other multiples of the base input price: for
+// OpenAI, which has no cache-write premium, write is 1 and read the
+// model's cached-input price over its input price.
+func PricedAt(cur *Prompt, read int, readMul, writeMul float64) float64 {
+	return readMul*float64(read) + writeMul*float64(cur.tokens-read)
 }
 
 // BreakpointCache models the API's cache more strictly: an entry exists

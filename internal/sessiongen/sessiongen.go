@@ -59,6 +59,12 @@ type Options struct {
 	// moving cache marker (SDK clients do that). Claude Code itself puts
 	// pasted images first.
 	TrailingImages bool
+	// Protocol is the API the session's requests are written for
+	// (transcript.BuildOptions.Protocol): "" or "anthropic" as Claude Code
+	// sends them, "responses" or "chat" for the same session rendered as
+	// OpenAI requests, so one generator drives the tests of every
+	// protocol.
+	Protocol string
 }
 
 // Session is one generated session.
@@ -107,7 +113,7 @@ func Generate(r *rand.Rand, opt Options) (*Session, error) {
 	if len(ss) != 1 {
 		return nil, fmt.Errorf("sessiongen: transcript loaded as %d sessions", len(ss))
 	}
-	s := &Session{JSONL: g.out, Session: ss[0], Build: transcript.BuildOptions{Profile: g.profile()}}
+	s := &Session{JSONL: g.out, Session: ss[0], Build: transcript.BuildOptions{Profile: g.profile(), Protocol: opt.Protocol}}
 	if n := s.Session.Requests(); n != g.opt.Turns {
 		return nil, fmt.Errorf("sessiongen: %d requests loaded, %d generated", n, g.opt.Turns)
 	}

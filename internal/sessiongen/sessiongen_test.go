@@ -2,9 +2,11 @@ package sessiongen
 
 import (
 	"bytes"
+	"encoding/json"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/validate"
 )
 
@@ -56,5 +58,36 @@ func TestNewSource(t *testing.T) {
 	}
 	if _, err := Generate(rand.New(NewSource(nil)), Options{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The same generated sessions rendered as OpenAI requests: every
+// Responses request passes the Responses adapter's Validate, every Chat
+// request is JSON, and each request repeats the previous one up to the
+// end of its history.
+func TestGenerateOpenAI(t *testing.T) {
+	for seed := range uint64(12) {
+		for _, proto := range []string{"responses", "chat"} {
+			s, err := Generate(rand.New(rand.NewPCG(seed, 7)), Options{Protocol: proto, MaxResult: 20_000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reqs, err := s.Requests()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, r := range reqs {
+				if proto == "responses" {
+					if err := responses.Validate(r.Body); err != nil {
+						t.Fatalf("seed %d request %d: %v", seed, k, err)
+					}
+				} else if !json.Valid(r.Body) {
+					t.Fatalf("seed %d chat request %d is not JSON", seed, k)
+				}
+				if k > 0 && !bytes.HasPrefix(r.Body, reqs[k-1].Body[:reqs[k-1].Stable]) && r.Model == reqs[k-1].Model {
+					t.Fatalf("seed %d %s request %d does not repeat request %d", seed, proto, k, k-1)
+				}
+			}
+		}
 	}
 }
