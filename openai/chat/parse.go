@@ -95,8 +95,10 @@ func parseWith(body []byte, prev *conv, stable int) (*conv, error) {
 // Stable returns how many leading messages of prev lie wholly within the
 // bytes body shares with prev.Body, so ParseAfter may take them from prev.
 // opencode's requests repeat the previous messages array byte for byte
-// (WIRE.md §2.4); the last message of prev is still never counted, and a
-// message only when the message after it starts in the shared bytes too.
+// (WIRE.md §2.4); the last message of prev is still never counted, a
+// message only when the message after it starts in the shared bytes too,
+// and a run of tool messages only when the message after it is shared
+// whole (else the run might go on in body).
 func Stable(prev *conv, body []byte) int {
 	if prev == nil || len(prev.Messages) < 2 {
 		return 0
@@ -104,6 +106,12 @@ func Stable(prev *conv, body []byte) int {
 	n := jsonscan.CommonPrefix(prev.Body, body)
 	k := 0
 	for k+1 < len(prev.Messages) && prev.Messages[k+1].Span.Start < n {
+		if prev.Messages[k].Role == conversation.RoleTool && prev.Messages[k+1].Span.End > n {
+			// The next body may carry a tool message where prev had the
+			// message after the run: the run would grow, so it is only
+			// stable when that message is shared whole.
+			break
+		}
 		k++
 	}
 	return k
