@@ -18,12 +18,27 @@ import (
 
 func q(s string) string { b, _ := json.Marshal(s); return string(b) }
 
-// session returns an opencode-shaped request of n tool rounds: each
-// assistant message has "" content, reasoning_content and two calls (bash
-// with small arguments, write with a whole file as an argument), answered
-// by a run of two tool messages, the first a build log in colour.
+// session returns an opencode-shaped request of n tool rounds (the last
+// of sessionRequests(n)).
 func session(n int) []byte {
+	reqs := sessionRequests(n)
+	return reqs[len(reqs)-1]
+}
+
+// sessionRequests returns the requests opencode sends in a session of n
+// tool rounds: each repeats the one before and appends the assistant
+// message and the tool messages answering it (WIRE.md §2.4), and a last
+// one the final answer and a user message. Each assistant message has ""
+// content, reasoning_content and two calls (bash with small arguments,
+// write with a whole file as an argument), answered by a run of two tool
+// messages, the first a build log in colour.
+func sessionRequests(n int) [][]byte {
 	msgs := []string{`{"role":"system","content":"You are opencode."}`, `{"role":"user","content":"\"fix the build\""}`}
+	body := func() []byte {
+		return []byte(`{"model":"fake-model","max_tokens":32000,"messages":[` + strings.Join(msgs, ",") +
+			`],"tools":[{"type":"function","function":{"name":"bash","parameters":{}}}],"tool_choice":"auto","stream":true,"stream_options":{"include_usage":true}}`)
+	}
+	var out [][]byte
 	for i := range n {
 		log := strings.Repeat(fmt.Sprintf("\x1b[32mok\x1b[0m  pkg/%d\tcompiled line with some detail %d\n", i, i), 60)
 		file := strings.Repeat(fmt.Sprintf("package main // file %d, a line of code\n", i), 40)
@@ -35,10 +50,10 @@ func session(n int) []byte {
 				`{"id":"call_w`+fmt.Sprint(i)+`","type":"function","function":{"name":"write","arguments":`+q(string(args2))+`}}]}`,
 			`{"role":"tool","tool_call_id":"call_b`+fmt.Sprint(i)+`","content":`+q(log)+`}`,
 			`{"role":"tool","tool_call_id":"call_w`+fmt.Sprint(i)+`","content":"Wrote file successfully."}`)
+		out = append(out, body())
 	}
 	msgs = append(msgs, `{"role":"assistant","content":"Done."}`, `{"role":"user","content":"thanks"}`)
-	return []byte(`{"model":"fake-model","max_tokens":32000,"messages":[` + strings.Join(msgs, ",") +
-		`],"tools":[{"type":"function","function":{"name":"bash","parameters":{}}}],"tool_choice":"auto","stream":true,"stream_options":{"include_usage":true}}`)
+	return append(out, body())
 }
 
 // run parses body and runs the passes over it through package pipeline.
