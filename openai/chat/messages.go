@@ -28,18 +28,11 @@ func (p *parser) messages(v int) (int, error) {
 	}
 	if p.sawMessages {
 		// A repeated key: the last one wins, as in encoding/json.
-		p.msgs, p.ranges, p.blocks, p.parts, p.pranges = p.msgs[:0], p.ranges[:0], p.blocks[:0], p.parts[:0], p.pranges[:0]
+		p.bld.Clear()
 		p.marks, p.toolOpen = 0, false
 	}
 	p.sawMessages = true
-	if n := len(p.b)/1000 + 8; cap(p.blocks) < n {
-		p.blocks = make([]conversation.Block, 0, n)
-		p.pranges = make([][2]int, 0, n)
-		p.parts = make([]conversation.Part, 0, n/2)
-		p.msgs = make([]conversation.Message, 0, n/2)
-		p.ranges = make([][2]int, 0, n/2)
-	}
-	if pv := p.prev; pv != nil && pv.List.Start == i && len(p.msgs) == 0 {
+	if pv := p.prev; pv != nil && pv.List.Start == i && len(p.bld.Msgs) == 0 {
 		p.prev = nil // only the first messages key can be reused
 		s, err := jsonscan.ArrayEachAfter(p.b, i, p.reuse(pv, p.stable), p.message)
 		p.c.List = s
@@ -50,42 +43,13 @@ func (p *parser) messages(v int) (int, error) {
 	return s.End, err
 }
 
-// reuse copies the first n messages of an earlier parse of the same bytes
-// into p, as message would have built them, and returns where the last of
-// them ends.
+// reuse takes the first n messages of an earlier parse of the same bytes
+// over and returns where the last of them ends.
 func (p *parser) reuse(prev *conv, n int) int {
-	for _, m := range prev.Messages[:n] {
-		first := len(p.blocks)
-		for _, b := range m.Blocks {
-			fp := len(p.parts)
-			p.parts = append(p.parts, b.Parts...)
-			b.Parts = nil
-			p.blocks = append(p.blocks, b)
-			p.pranges = append(p.pranges, [2]int{fp, len(p.parts)})
-		}
-		m.Blocks = nil
-		p.msgs = append(p.msgs, m)
-		p.ranges = append(p.ranges, [2]int{first, len(p.blocks)})
-		p.countMarks(first)
-	}
+	end, marks := p.bld.Reuse(prev, n)
+	p.marks += marks
 	p.toolOpen = prev.Messages[n-1].Role == conversation.RoleTool
-	return prev.Messages[n-1].Span.End
-}
-
-// countMarks counts the cache_control markers of the blocks from first on
-// and of their parts.
-func (p *parser) countMarks(first int) {
-	for bi := first; bi < len(p.blocks); bi++ {
-		if !p.blocks[bi].CacheControl.IsZero() {
-			p.marks++
-		}
-		r := p.pranges[bi]
-		for _, pt := range p.parts[r[0]:r[1]] {
-			if !pt.CacheControl.IsZero() {
-				p.marks++
-			}
-		}
-	}
+	return end
 }
 
 // memberTypes are the assistant message members that are kept as Opaque
@@ -113,8 +77,8 @@ func (p *parser) message(v int) (int, error) {
 		}
 		return 0, shapeErr(s.Start, "message is not an object")
 	}
-	first := len(p.blocks)
-	firstPart := len(p.parts)
+	first := len(p.bld.Blocks)
+	firstPart := len(p.bld.Parts)
 	var roleSp, content, callID span
 	var str, sawContent, sawCalls bool
 	s, err := jsonscan.ObjectEach(p.b, i, dMessage, func(k span, v int) (int, error) {
@@ -158,10 +122,9 @@ func (p *parser) message(v int) (int, error) {
 	}
 	role := roleOf(p.b, roleSp)
 	if role != conversation.RoleTool {
-		p.msgs = append(p.msgs, conversation.Message{Role: role, Span: s, Content: content, ContentString: str})
-		p.ranges = append(p.ranges, [2]int{first, len(p.blocks)})
+		p.bld.Message(conversation.Message{Role: role, Span: s, Content: content, ContentString: str}, first)
 		p.toolOpen = false
-		p.countMarks(first)
+		p.marks += p.bld.Marks(first)
 		return s.End, nil
 	}
 	// A tool message: its content's blocks become the parts of one
@@ -171,41 +134,34 @@ func (p *parser) message(v int) (int, error) {
 	if jsonscan.KindOf(p.b, callID) != jsonscan.String || (kc != jsonscan.String && kc != jsonscan.Array) {
 		blk = conversation.Block{Kind: conversation.Opaque, Type: "tool", Span: s, Call: noCall}
 	} else {
-		for bi := first; bi < len(p.blocks); bi++ {
-			b := &p.blocks[bi]
+		for bi := first; bi < len(p.bld.Blocks); bi++ {
+			b := &p.bld.Blocks[bi]
 			if !content.Contains(b.Span) {
 				continue // a member a tool message has no business carrying
 			}
-			p.parts = append(p.parts, conversation.Part{Kind: partKind(b.Kind), Span: b.Span, Text: b.Text, CacheControl: b.CacheControl})
+			p.bld.Parts = append(p.bld.Parts, conversation.Part{Kind: partKind(b.Kind), Span: b.Span, Text: b.Text, CacheControl: b.CacheControl})
 		}
 	}
 	// Message content blocks have no parts, so the parts made above start
 	// at firstPart; an Opaque tool message keeps none.
 	if blk.Kind == conversation.Opaque {
-		p.parts = p.parts[:firstPart]
+		p.bld.Parts = p.bld.Parts[:firstPart]
 	}
-	p.blocks, p.pranges = p.blocks[:first], p.pranges[:first]
-	p.blocks = append(p.blocks, blk)
-	p.pranges = append(p.pranges, [2]int{firstPart, len(p.parts)})
+	p.bld.TruncBlocks(first)
+	p.bld.Block(blk, firstPart)
 	if p.toolOpen {
-		last := len(p.msgs) - 1
-		p.msgs[last].Span.End = s.End
-		p.ranges[last][1] = len(p.blocks)
+		p.bld.Extend(s.End)
 	} else {
-		p.msgs = append(p.msgs, conversation.Message{Role: conversation.RoleTool, Span: s})
-		p.ranges = append(p.ranges, [2]int{first, len(p.blocks)})
+		p.bld.Message(conversation.Message{Role: conversation.RoleTool, Span: s}, first)
 	}
 	p.toolOpen = true
-	p.countMarks(first)
+	p.marks += p.bld.Marks(first)
 	return s.End, nil
 }
 
 var noCall = [2]int{-1, -1}
 
-func (p *parser) addBlock(b conversation.Block) {
-	p.blocks = append(p.blocks, b)
-	p.pranges = append(p.pranges, [2]int{len(p.parts), len(p.parts)})
-}
+func (p *parser) addBlock(b conversation.Block) { p.bld.Block(b, len(p.bld.Parts)) }
 
 // partKind is the kind of a tool result part made of a content block.
 func partKind(k conversation.Kind) conversation.Kind {

@@ -36,10 +36,10 @@ package chat
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/convbuild"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/protocol"
 )
@@ -100,21 +100,12 @@ func parseWith(body []byte, prev *conv, stable int) (*conv, error) {
 // and a run of tool messages only when the message after it is shared
 // whole (else the run might go on in body).
 func Stable(prev *conv, body []byte) int {
-	if prev == nil || len(prev.Messages) < 2 {
-		return 0
-	}
-	n := jsonscan.CommonPrefix(prev.Body, body)
-	k := 0
-	for k+1 < len(prev.Messages) && prev.Messages[k+1].Span.Start < n {
-		if prev.Messages[k].Role == conversation.RoleTool && prev.Messages[k+1].Span.End > n {
-			// The next body may carry a tool message where prev had the
-			// message after the run: the run would grow, so it is only
-			// stable when that message is shared whole.
-			break
-		}
-		k++
-	}
-	return k
+	return convbuild.Stable(prev, body, func(k, shared int) bool {
+		// The next body may carry a tool message where prev had the
+		// message after the run: the run would grow, so it is only stable
+		// when that message is shared whole.
+		return prev.Messages[k].Role == conversation.RoleTool && prev.Messages[k+1].Span.End > shared
+	})
 }
 
 var parsers = sync.Pool{New: func() any { return new(parser) }}
@@ -125,12 +116,7 @@ type parser struct {
 	d           dialect
 	sawMessages bool
 	marks       int // cache_control markers in messages
-	blocks      []conversation.Block
-	parts       []conversation.Part
-	msgs        []conversation.Message
-	out         []conversation.Message
-	ranges      [][2]int // per message: index range into blocks
-	pranges     [][2]int // per block: index range into parts
+	bld         convbuild.Builder
 	// toolOpen is set when the last message is a run of tool messages
 	// that the next wire message extends if it is a tool message too.
 	toolOpen bool
@@ -139,11 +125,8 @@ type parser struct {
 }
 
 func (p *parser) reset(body []byte) {
-	*p = parser{
-		b:      body,
-		blocks: p.blocks[:0], parts: p.parts[:0], msgs: p.msgs[:0], ranges: p.ranges[:0], pranges: p.pranges[:0],
-		out: p.out[:0],
-	}
+	*p = parser{b: body, bld: p.bld}
+	p.bld.Reset(len(body))
 }
 
 func (p *parser) keyRaw(k span) []byte { return jsonscan.Text(p.b, k) }
@@ -202,16 +185,7 @@ func (p *parser) parse() (*conv, error) {
 	p.c.Root = root
 	p.c.Dialect = &p.d
 	p.c.CacheMarkers = p.marks
-	for i := range p.blocks {
-		r := p.pranges[i]
-		p.blocks[i].Parts = p.parts[r[0]:r[1]:r[1]]
-	}
-	p.out = slices.Grow(p.out[:0], len(p.ranges))[:len(p.ranges)]
-	for i, r := range p.ranges {
-		p.out[i] = p.msgs[i]
-		p.out[i].Blocks = p.blocks[r[0]:r[1]:r[1]]
-	}
-	p.c.Messages = p.out
+	p.c.Messages = p.bld.Done()
 	p.pair()
 	return &p.c, nil
 }
