@@ -91,3 +91,21 @@ func TestGuardSession(t *testing.T) {
 	}
 	t.Logf("%d requests, %d rewritten, %d events; last %d → %d bytes", len(reqs), changed, events, len(reqs[len(reqs)-1]), len(prev))
 }
+
+// Bodies the adapter does not understand go upstream untouched, with the
+// reason; nothing panics.
+func TestGuardFailOpen(t *testing.T) {
+	g := newGuard(t, config.Defaults(), t.TempDir())
+	for _, tc := range []struct{ body, skipped string }{
+		{`{"model":"m","messages":[{"role":"user","content":"hi"}`, "invalid json"},
+		{`{"model":"m","input":[{"role":"user","content":"a Responses body"}]}`, "not a messages request"},
+		{`{"model":"m","messages":[{"role":"user","content":"a","content":"b"}]}`, "not a messages request"},
+		{`[]`, "not a messages request"},
+		{``, "invalid json"},
+	} {
+		res := g.RewriteBody(context.Background(), chat.Protocol, nil, []byte(tc.body))
+		if res.Changed || string(res.Body) != tc.body || res.Skipped != tc.skipped {
+			t.Errorf("%s: changed %v, skipped %q, want %q", tc.body, res.Changed, res.Skipped, tc.skipped)
+		}
+	}
+}
