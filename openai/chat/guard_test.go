@@ -2,6 +2,7 @@ package chat_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
+	"github.com/ctxguard/ctxguard/pass/clear"
 )
 
 // newGuard returns a Guard keeping its blobs in dir (the stubs name it).
@@ -43,9 +45,17 @@ func TestGuardSession(t *testing.T) {
 		}
 	}
 
+	for _, trim := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trim=%v", trim), func(t *testing.T) { guardSession(t, reqs, h, trim) })
+	}
+}
+
+func guardSession(t *testing.T, reqs [][]byte, h http.Header, trim bool) {
+	ctx := context.Background()
 	cfg := config.Defaults()
 	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(8000), model.Tokens(2000), model.Tokens(4000)
 	cfg.Clear.Payback = 0
+	cfg.Clear.Trim = clear.Trim{Enabled: trim, KeepRounds: 2}
 	cfg.Persist.Threshold, cfg.Persist.Preview = 2000, 200
 	dir := t.TempDir()
 	live := newGuard(t, cfg, dir)
@@ -60,7 +70,7 @@ func TestGuardSession(t *testing.T) {
 			t.Fatalf("request %d: invalid rewrite: %v", k, err)
 		}
 		if err := chat.ValidateRewrite(body, res.Body); err != nil {
-			t.Fatalf("request %d: rewrite not allowed: %v", k, err)
+			t.Fatalf("request %d: rewrite not allowed: %v\n%.3000s", k, err, res.Body)
 		}
 		if res.Event {
 			events++

@@ -107,42 +107,55 @@ func ValidateRewrite(orig, sent []byte) error {
 	if !bytes.Equal(orig[:o.List.Start], sent[:s.List.Start]) || !bytes.Equal(orig[o.List.End:], sent[s.List.End:]) {
 		errs = append(errs, errors.New("the rewrite changed the request outside its messages"))
 	}
-	om, sm := o.Messages, s.Messages
-	same := func(i, j int) error {
-		if i >= len(om) || j >= len(sm) {
-			return errors.New("no message to compare")
-		}
-		return sameMessage(o, &om[i], s, &sm[j])
-	}
-	i, j := 0, 0
-	for i < len(om) {
-		err := same(i, j)
-		switch {
-		case err == nil:
-			i, j = i+1, j+1
-			continue
-		case !isRound(om, i):
-			if j >= len(sm) {
-				err = fmt.Errorf("message %d (%s) dropped, and it is not a tool round", i, om[i].Role)
-			} else {
-				err = fmt.Errorf("message %d (sent %d): %w", i, j, err)
-			}
-		case same(i+2, j) == nil || (i+2 == len(om) && j == len(sm)):
-			i += 2 // the round dropped whole
-			continue
-		case j+1 < len(sm) && replacedRound(s, sm, j):
-			i, j = i+2, j+2
-			continue
-		default:
-			err = fmt.Errorf("message %d (sent %d): a tool round neither kept, dropped nor replaced: %w", i, j, err)
-		}
+	if err := align(o, s); err != nil {
 		errs = append(errs, err)
-		break
-	}
-	if len(errs) == 0 && j != len(sm) {
-		errs = append(errs, fmt.Errorf("the rewrite has %d messages more than the original", len(sm)-j))
 	}
 	return errors.Join(errs...)
+}
+
+// align reports whether the messages of s are those of o with tool
+// rounds dropped or replaced (see ValidateRewrite), and else where they
+// first part.
+func align(o, s *conversation.Conversation) error {
+	om, sm := o.Messages, s.Messages
+	memo := map[[2]int]bool{}
+	var ok func(i, j int) bool
+	ok = func(i, j int) bool {
+		if i == len(om) {
+			return j == len(sm)
+		}
+		key := [2]int{i, j}
+		if v, seen := memo[key]; seen {
+			return v
+		}
+		v := j < len(sm) && sameMessage(o, &om[i], s, &sm[j]) == nil && ok(i+1, j+1)
+		if !v && isRound(om, i) {
+			// The round dropped whole, or replaced by what trimming
+			// leaves.
+			v = ok(i+2, j) || (j+1 < len(sm) && replacedRound(s, sm, j) && ok(i+2, j+2))
+		}
+		memo[key] = v
+		return v
+	}
+	if ok(0, 0) {
+		return nil
+	}
+	// Say where the messages first differ.
+	for i := range om {
+		if i >= len(sm) {
+			return fmt.Errorf("message %d (%s) and those after it dropped", i, om[i].Role)
+		}
+		if err := sameMessage(o, &om[i], s, &sm[i]); err != nil {
+			if !isRound(om, i) {
+				err = fmt.Errorf("%w, and it is not a tool round", err)
+			}
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	if len(sm) > len(om) {
+		return fmt.Errorf("the rewrite has %d messages more than the original", len(sm)-len(om))
+	}
+	return errors.New("the messages do not align")
 }
 
 // isRound reports whether om[i] is an assistant message with tool calls

@@ -74,4 +74,22 @@ func TestValidateRewrite(t *testing.T) {
 			}
 		})
 	}
+	// Trimming drops a run of rounds and leaves its note at the last.
+	two := req(call, tool("c1", `"a"`), tool("c2", `"b"`), call, tool("c1", `"a"`), tool("c2", `"b"`), call, tool("c1", `"a"`), tool("c2", `"b"`))
+	for _, tc := range []struct{ name, sent, want string }{
+		{"first dropped, second replaced", req(`{"role":"assistant","content":"[dropped]"}`, `{"role":"user","content":"[note]"}`, call, tool("c1", `"a"`), tool("c2", `"b"`)), ""},
+		{"both replaced", req(`{"role":"assistant","content":"x"}`, `{"role":"user","content":"y"}`, `{"role":"assistant","content":"[dropped]"}`, `{"role":"user","content":"[note]"}`, call, tool("c1", `"a"`), tool("c2", `"b"`)), ""},
+		{"all dropped", req(), ""},
+		{"a user message too many", req(`{"role":"assistant","content":"[dropped]"}`, `{"role":"user","content":"[note]"}`, `{"role":"user","content":"[note]"}`, call, tool("c1", `"a"`), tool("c2", `"b"`)), "message 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidateRewrite([]byte(two), []byte(strings.Replace(tc.sent, `,]`, `]`, 1)))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
 }
