@@ -6,7 +6,11 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/internal/module"
+	"github.com/ctxguard/ctxguard/openai/chat"
+	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/validate"
 )
 
