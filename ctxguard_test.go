@@ -28,6 +28,8 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/openai/chat"
+	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/store"
@@ -55,11 +57,18 @@ func newGuard(t testing.TB, cfg config.Config, opts ...Option) *Guard {
 	return g
 }
 
-// corpus returns the fidelity bodies and the request streams rebuilt from
-// the real sessions in transcript/testdata, by name.
-func corpus(t testing.TB) map[string][][]byte {
+// stream is a session's requests, oldest first, in one protocol.
+type stream struct {
+	proto  protocol.Protocol
+	bodies [][]byte
+}
+
+// corpus returns, by name, the fidelity bodies, the real clients' captured
+// requests of every protocol (Claude Code, Codex CLI, opencode), and the
+// request streams rebuilt from the real sessions in transcript/testdata.
+func corpus(t testing.TB) map[string]stream {
 	t.Helper()
-	out := map[string][][]byte{}
+	out := map[string]stream{}
 	files, _ := filepath.Glob("testdata/fidelity/*.json")
 	files = append(files, "anthropic/testdata/claude-code-2.1.197-first.json")
 	for _, f := range files {
@@ -67,7 +76,34 @@ func corpus(t testing.TB) map[string][][]byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[f] = [][]byte{b}
+		out[f] = stream{anthropic.Protocol, [][]byte{b}}
+	}
+	for _, c := range []struct {
+		proto protocol.Protocol
+		glob  string
+	}{
+		{responses.Protocol, "openai/responses/testdata/codex/*.body.raw"},
+		{chat.Protocol, "openai/chat/testdata/opencode-*.body.json"},
+	} {
+		files, _ := filepath.Glob(c.glob)
+		if len(files) == 0 {
+			t.Fatalf("no captures at %s", c.glob)
+		}
+		// NAME-NNNN.body.*: request NNNN of capture NAME, one stream.
+		slices.Sort(files)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name, _, _ := strings.Cut(f, ".body.")
+			if i := strings.LastIndexByte(name, '-'); i > 0 {
+				name = name[:i]
+			}
+			st := out[name]
+			st.proto, st.bodies = c.proto, append(st.bodies, b)
+			out[name] = st
+		}
 	}
 	sessions, err := transcript.Load([]string{"transcript/testdata/claude-code", "transcript/testdata/swe-agent"}, transcript.Options{})
 	if err != nil {
@@ -78,13 +114,15 @@ func corpus(t testing.TB) map[string][][]byte {
 		if err != nil {
 			t.Fatal(err)
 		}
+		st := stream{proto: anthropic.Protocol}
 		for k := 0; k < b.Len(); k++ {
 			r, err := b.Request(k)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out[s.ID] = append(out[s.ID], r.Body)
+			st.bodies = append(st.bodies, r.Body)
 		}
+		out[s.ID] = st
 	}
 	if len(out) < 8 {
 		t.Fatalf("corpus has only %d entries", len(out))
@@ -96,9 +134,9 @@ func corpus(t testing.TB) map[string][][]byte {
 // client's, byte for byte (BRIEF principle 1).
 func TestFidelityAllOff(t *testing.T) {
 	g := newGuard(t, allOff())
-	for name, bodies := range corpus(t) {
-		for i, b := range bodies {
-			res := g.RewriteBody(context.Background(), anthropic.Protocol, nil, b)
+	for name, st := range corpus(t) {
+		for i, b := range st.bodies {
+			res := g.RewriteBody(context.Background(), st.proto, nil, b)
 			if sha256.Sum256(res.Body) != sha256.Sum256(b) || res.Changed {
 				t.Errorf("%s request %d: body changed with every rule off", name, i)
 			}
@@ -106,19 +144,32 @@ func TestFidelityAllOff(t *testing.T) {
 	}
 }
 
+// validRewrite checks a rewrite by the rules of its protocol's API and
+// what cfg allows to change.
+func validRewrite(p protocol.Protocol, cfg config.Config, orig, sent []byte) error {
+	switch p {
+	case anthropic.Protocol:
+		return validate.Rewrite(orig, sent, Allowed(cfg))
+	case responses.Protocol:
+		return responses.ValidateRewrite(orig, sent)
+	case chat.Protocol:
+		return chat.ValidateRewrite(orig, sent)
+	}
+	return fmt.Errorf("no validator for protocol %s", p.Name())
+}
+
 // TestDefaultsValid: with the default rules every request of the corpus is
 // still a valid request, differing from the client's only where the rules
 // allow.
 func TestDefaultsValid(t *testing.T) {
-	opts := Allowed(config.Defaults())
-	for name, bodies := range corpus(t) {
+	for name, st := range corpus(t) {
 		g := newGuard(t, config.Defaults(), WithStore(store.NewMemory()))
-		for i, b := range bodies {
-			res := g.RewriteBody(context.Background(), anthropic.Protocol, nil, b)
+		for i, b := range st.bodies {
+			res := g.RewriteBody(context.Background(), st.proto, nil, b)
 			if res.Err != nil {
 				t.Fatalf("%s request %d: %v", name, i, res.Err)
 			}
-			if err := validate.Rewrite(b, res.Body, opts); err != nil {
+			if err := validRewrite(st.proto, config.Defaults(), b, res.Body); err != nil {
 				t.Errorf("%s request %d: %v", name, i, err)
 			}
 		}
@@ -471,21 +522,24 @@ func incrementalSameBytes(t *testing.T, cfg config.Config) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		st := stream{proto: anthropic.Protocol}
 		for _, r := range reqs {
-			streams[fmt.Sprint("generated ", seed)] = append(streams[fmt.Sprint("generated ", seed)], r.Body)
+			st.bodies = append(st.bodies, r.Body)
 		}
+		streams[fmt.Sprint("generated ", seed)] = st
 	}
 	events := 0
-	for name, bodies := range streams {
+	for name, st := range streams {
+		bodies := st.bodies
 		long := newGuard(t, cfg, WithStore(store.NewMemory()))
 		for i, b := range bodies {
 			if i == len(bodies)/2 {
 				// A break in the stream: an unrelated request of the same
 				// session header, then the stream goes on.
-				long.RewriteBody(context.Background(), anthropic.Protocol, h, bodies[0])
+				long.RewriteBody(context.Background(), st.proto, h, bodies[0])
 			}
-			got := long.RewriteBody(context.Background(), anthropic.Protocol, h, b)
-			fresh := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), anthropic.Protocol, h, b)
+			got := long.RewriteBody(context.Background(), st.proto, h, b)
+			fresh := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), st.proto, h, b)
 			if !bytes.Equal(got.Body, fresh.Body) || got.Event != fresh.Event || got.TokensBefore != fresh.TokensBefore {
 				t.Fatalf("%s request %d: the remembering Guard sent other bytes than a fresh one", name, i)
 			}
@@ -511,13 +565,17 @@ func incrementalSameBytes(t *testing.T, cfg config.Config) {
 // fresh Guard sends; the memo is used by one at a time.
 func TestIncrementalConcurrent(t *testing.T) {
 	var bodies [][]byte
-	for _, b := range corpus(t) {
-		bodies = append(bodies, b...)
+	var protos []protocol.Protocol
+	for _, st := range corpus(t) {
+		bodies = append(bodies, st.bodies...)
+		for range st.bodies {
+			protos = append(protos, st.proto)
+		}
 	}
 	g := newGuard(t, config.Defaults(), WithStore(store.NewMemory()))
 	want := make([][]byte, len(bodies))
 	for i, b := range bodies {
-		want[i] = newGuard(t, config.Defaults(), WithStore(store.NewMemory())).RewriteBody(context.Background(), anthropic.Protocol, nil, b).Body
+		want[i] = newGuard(t, config.Defaults(), WithStore(store.NewMemory())).RewriteBody(context.Background(), protos[i], nil, b).Body
 	}
 	h := http.Header{"X-Claude-Code-Session-Id": {"shared"}}
 	var wg sync.WaitGroup
@@ -526,7 +584,7 @@ func TestIncrementalConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i, b := range bodies {
-				if got := g.RewriteBody(context.Background(), anthropic.Protocol, h, b).Body; !bytes.Equal(got, want[i]) {
+				if got := g.RewriteBody(context.Background(), protos[i], h, b).Body; !bytes.Equal(got, want[i]) {
 					t.Errorf("request %d: other bytes than a fresh Guard", i)
 					return
 				}

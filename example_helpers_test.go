@@ -1,6 +1,10 @@
 package ctxguard_test
 
-import "os"
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+)
 
 // tempDir makes a scratch folder for an example's store.
 func tempDir() (string, func()) {
@@ -9,4 +13,11 @@ func tempDir() (string, func()) {
 		panic(err)
 	}
 	return dir + "/store", func() { os.RemoveAll(dir) }
+}
+
+// holdsWholeLog reports whether a request body carries bigLog whole, as
+// the JSON string a client writes.
+func holdsWholeLog(body []byte) bool {
+	q, _ := json.Marshal(bigLog)
+	return bytes.Contains(body, q[1:len(q)-1])
 }

@@ -18,12 +18,12 @@ func newFakeClock() *storetest.Clock {
 	return storetest.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
 }
 
-// longestStream returns the longest request stream of the corpus.
+// longestStream returns the longest Messages request stream of the corpus.
 func longestStream(t *testing.T) [][]byte {
 	var best [][]byte
 	for _, s := range corpus(t) {
-		if len(s) > len(best) {
-			best = s
+		if s.proto == anthropic.Protocol && len(s.bodies) > len(best) {
+			best = s.bodies
 		}
 	}
 	return best

@@ -10,17 +10,20 @@ import (
 	"github.com/ctxguard/ctxguard/protocol"
 )
 
-// Middleware rewrites Messages requests made through an HTTP client in
-// process, without the proxy. Its signature matches the official Go SDK's
-// option.Middleware, so it plugs in with one line:
+// Middleware rewrites the requests an HTTP client makes in process,
+// without the proxy: Anthropic Messages, OpenAI Responses and Chat
+// Completions requests alike (Protocols). Its signature matches the
+// option.Middleware of the official Go SDKs (anthropic-sdk-go and
+// openai-go), so it plugs in with one line:
 //
 //	client := anthropic.NewClient(option.WithMiddleware(
 //		func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 //			return guard.Middleware(r, next)
 //		}))
 //
-// Requests other than POST .../v1/messages pass through untouched; so does
-// any request whose body cannot be read or rewritten (fail open).
+// The API's path is found after the client's base URL (from /v1/ on).
+// Requests no protocol rewrites pass through untouched; so does any
+// request whose body cannot be read or rewritten (fail open).
 func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return next(req)

@@ -7,6 +7,7 @@ package openai
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/protocol"
@@ -52,13 +53,44 @@ func AppendError(dst []byte, k protocol.Kind, message, id string) []byte {
 	return append(dst, "}}"...)
 }
 
+// ErrorStatus is the status the OpenAI APIs answer an error of kind k
+// with, where it differs from ctxguard's default: 503 for overloaded
+// (ctxguard's default is Anthropic's 529). Adapters implement
+// protocol.StatusMapper with it.
+func ErrorStatus(k protocol.Kind, status int) int {
+	if k == protocol.Overloaded {
+		return http.StatusServiceUnavailable
+	}
+	return status
+}
+
 // Claim is the family's claim on a request outside the endpoints an
-// adapter owns: Maybe when nothing marks it as Anthropic's (every
-// Anthropic SDK sends anthropic-version), so that OpenAI clients' other
-// calls (models, files, embeddings) reach the OpenAI upstream.
-func Claim(h http.Header) protocol.Claim {
+// adapter owns: Maybe for a path of the OpenAI API's own surface (models,
+// files, embeddings, ...) when nothing marks the request as Anthropic's
+// (every Anthropic SDK sends anthropic-version), so that OpenAI clients'
+// other calls reach the OpenAI upstream; No for anything else, which goes
+// where it always went.
+func Claim(path string, h http.Header) protocol.Claim {
 	if h.Get("Anthropic-Version") != "" || h.Get("Anthropic-Beta") != "" {
 		return protocol.No
 	}
-	return protocol.Maybe
+	rest, ok := strings.CutPrefix(path, "/v1/")
+	if !ok {
+		return protocol.No
+	}
+	first, _, _ := strings.Cut(rest, "/")
+	if surface[first] {
+		return protocol.Maybe
+	}
+	return protocol.No
+}
+
+// surface holds the first path segments (after /v1/) of the OpenAI API's
+// resources, as the official Go SDK (openai-go v3) names them.
+var surface = map[string]bool{
+	"agents": true, "assistants": true, "audio": true, "batches": true, "chat": true, "chatkit": true,
+	"completions": true, "containers": true, "conversations": true, "embeddings": true, "evals": true,
+	"files": true, "fine_tuning": true, "images": true, "models": true, "moderations": true,
+	"organization": true, "realtime": true, "responses": true, "skills": true, "threads": true,
+	"uploads": true, "vector_stores": true, "videos": true,
 }

@@ -36,7 +36,34 @@ func TestAppendError(t *testing.T) {
 }
 
 func TestClaim(t *testing.T) {
-	if Claim(http.Header{}) != protocol.Maybe || Claim(http.Header{"Anthropic-Version": {"2023-06-01"}}) != protocol.No {
-		t.Error("claims")
+	anth := http.Header{"Anthropic-Version": {"2023-06-01"}}
+	for _, tc := range []struct {
+		path string
+		h    http.Header
+		want protocol.Claim
+	}{
+		{"/v1/models", http.Header{}, protocol.Maybe},
+		{"/v1/files/file-1/content", http.Header{}, protocol.Maybe},
+		{"/v1/responses/resp_1", http.Header{}, protocol.Maybe},
+		{"/v1/models", anth, protocol.No},
+		{"/api/oauth/profile", http.Header{}, protocol.No},
+		{"/v1/messages/count_tokens", http.Header{}, protocol.No},
+		{"/v1", http.Header{}, protocol.No},
+		{"/", http.Header{}, protocol.No},
+	} {
+		if got := Claim(tc.path, tc.h); got != tc.want {
+			t.Errorf("%s %v: claim %d, want %d", tc.path, tc.h, got, tc.want)
+		}
+	}
+}
+
+func TestErrorStatus(t *testing.T) {
+	for _, tc := range []struct {
+		k          protocol.Kind
+		in, status int
+	}{{protocol.Overloaded, 529, 503}, {protocol.TooLarge, 413, 413}, {protocol.GatewayTimeout, 504, 504}} {
+		if got := ErrorStatus(tc.k, tc.in); got != tc.status {
+			t.Errorf("kind %d, %d: got %d, want %d", tc.k, tc.in, got, tc.status)
+		}
 	}
 }

@@ -96,6 +96,9 @@ func Write(ctx context.Context, w http.ResponseWriter, log *slog.Logger, p Proto
 	if status == 0 {
 		status = http.StatusInternalServerError
 	}
+	if sm, ok := p.(StatusMapper); ok {
+		status = sm.ErrorStatus(e.Kind, status)
+	}
 	if log != nil {
 		level := slog.LevelWarn
 		if status >= 500 {
@@ -133,6 +136,13 @@ func Write(ctx context.Context, w http.ResponseWriter, log *slog.Logger, p Proto
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 	return e
+}
+
+// StatusMapper is implemented by protocols whose API answers a kind of
+// error with another status than ctxguard's default (Error.Status): the
+// OpenAI APIs say overloaded with 503, not Anthropic's 529.
+type StatusMapper interface {
+	ErrorStatus(k Kind, status int) int
 }
 
 // AppendPlainError appends an error body for a request no protocol

@@ -105,6 +105,34 @@ func TestWrite(t *testing.T) {
 	}
 }
 
+// mapped is a protocol that answers overloaded with 503.
+type mapped struct{ shape }
+
+func (mapped) ErrorStatus(k Kind, status int) int {
+	if k == Overloaded {
+		return 503
+	}
+	return status
+}
+
+func TestWriteStatusMapper(t *testing.T) {
+	for _, tc := range []struct {
+		p    Protocol
+		e    *Error
+		want int
+	}{
+		{shape{"a"}, &Error{Status: 529, Kind: Overloaded, Message: "busy"}, 529},
+		{mapped{shape{"b"}}, &Error{Status: 529, Kind: Overloaded, Message: "busy"}, 503},
+		{mapped{shape{"b"}}, &Error{Status: 413, Kind: TooLarge, Message: "big"}, 413},
+	} {
+		rec := httptest.NewRecorder()
+		Write(context.Background(), rec, nil, tc.p, tc.e)
+		if rec.Code != tc.want {
+			t.Errorf("%s %v: status %d, want %d", tc.p.Name(), tc.e.Kind, rec.Code, tc.want)
+		}
+	}
+}
+
 func TestWriteHeaderAndClientGone(t *testing.T) {
 	rec := httptest.NewRecorder()
 	Write(context.Background(), rec, nil, shape{"a"}, &Error{Status: 529, Kind: Overloaded, Message: "busy", Header: http.Header{"Retry-After": {"5"}}})

@@ -37,7 +37,7 @@ func (fakeOpenAI) ParseAfter([]byte, *conversation.Conversation, int) (*conversa
 	return nil, protocol.ErrShape
 }
 func (fakeOpenAI) Stable(*conversation.Conversation, []byte) int { return 0 }
-func (fakeOpenAI) NewUsageTap(string) protocol.UsageTap           { return nil }
+func (fakeOpenAI) NewUsageTap(string) protocol.UsageTap          { return nil }
 func (fakeOpenAI) AppendError(dst []byte, k protocol.Kind, msg, id string) []byte {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "fake_error", "code": id}})
 	return append(dst, b...)

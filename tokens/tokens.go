@@ -28,7 +28,10 @@
 //
 // Base64 payloads are not text. A run of at least 128 bytes of the base64
 // alphabet (MinPayload + 1) is looked at where it starts: after "signature":" it is a
-// thinking signature, which is not billed (0 tokens); if it decodes to a
+// thinking signature, and after "encrypted_content":" the Responses API's
+// encrypted reasoning, neither of which is billed as text (0 tokens: the
+// real Codex sessions' usage is about 40% of the estimate that counts
+// them); if it decodes to a
 // PNG, JPEG, GIF or WebP header it is an image, billed by its size
 // (ImageTokens, about width*height/750 after the API's downscaling); a PDF
 // is estimated from its size; any other run (redacted thinking, base64 in
@@ -99,8 +102,10 @@ func classOf(c byte) class {
 	return cLead
 }
 
+// isBase64 reports whether c is of the base64 alphabet, standard or
+// URL-safe ('-' and '_': the Responses API's encrypted reasoning).
 func isBase64(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '='
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=' || c == '-' || c == '_'
 }
 
 func (w Weights) of(c class) float64 {
@@ -245,7 +250,7 @@ func payloadSpan(raw []byte, rs, re int) (p0, p1, tok int, ok bool) {
 	}
 	before := raw[:p0]
 	switch {
-	case bytes.HasSuffix(before, []byte(`"signature":"`)):
+	case bytes.HasSuffix(before, []byte(`"signature":"`)), bytes.HasSuffix(before, []byte(`"encrypted_content":"`)):
 		return p0, p1, 0, true
 	case before[p0-1] == '"' || bytes.HasSuffix(before, []byte(";base64,")):
 		if tok, ok := payloadTokens(raw[p0:p1]); ok {

@@ -134,6 +134,29 @@ func TestSignatureNotBilled(t *testing.T) {
 	}
 }
 
+// TestEncryptedReasoningNotBilled: the Responses API's encrypted reasoning
+// (URL-safe base64, '-' and '_' included) costs nothing, like a thinking
+// signature; the same characters elsewhere are text.
+func TestEncryptedReasoningNotBilled(t *testing.T) {
+	item := func(key string, n int) []byte {
+		enc := "gAAAAAB" + base64.URLEncoding.EncodeToString(bytes.Repeat([]byte{0xfb, 0xff, 0xbe, 0x13}, n/5+1))[:n]
+		return []byte(`{"type":"reasoning","summary":[],"` + key + `":"` + enc + `"}`)
+	}
+	base := Estimate([]byte(`{"type":"reasoning","summary":[],"encrypted_content":""}`))
+	for _, n := range []int{300, 4000, 20000} {
+		enc := item("encrypted_content", n)
+		if !bytes.ContainsAny(enc, "-_") {
+			t.Fatal("the test data has no URL-safe characters")
+		}
+		if got := Estimate(enc); got < base || got > base+8 {
+			t.Errorf("encrypted content of %d chars: estimate %d, without it %d", n, got, base)
+		}
+		if got := Estimate(item("content", n)); got < base+n/10 {
+			t.Errorf("the same %d chars as text estimated at %d", n, got)
+		}
+	}
+}
+
 func pngData(t testing.TB, w, h int) []byte {
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	for y := 0; y < h; y += 7 {

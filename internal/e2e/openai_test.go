@@ -39,6 +39,7 @@ type openaiSetup struct {
 	fake            *openaitest.Server
 	upRec, hopRec   *recorder
 	hopURL          string
+	ctxguardURL     string
 	ctxguardLog     func() string
 }
 
@@ -61,7 +62,7 @@ func newOpenAISetup(t *testing.T, script func(r *openaitest.Request) openaitest.
 	up := httptest.NewServer(s.upRec)
 	t.Cleanup(up.Close)
 	cg := startCtxguard(t, s.tmp, up.URL)
-	s.ctxguardLog = cg.Log
+	s.ctxguardLog, s.ctxguardURL = cg.Log, cg.URL
 	cgU, _ := url.Parse(cg.URL)
 	hop, err := proxy.New(proxy.Options{Upstream: cgU, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -165,15 +166,32 @@ func findCodex(dir string) string {
 	arch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
 	cands, _ := filepath.Glob(filepath.Join(dir, "node_modules", "@openai", "codex-*", "vendor", arch+"-unknown-linux-*", "*", "codex"))
 	cands = append(cands, filepath.Join(dir, "node_modules", ".bin", "codex"))
+	return firstRunning(cands, "codex")
+}
+
+// firstRunning returns the first of cands whose --version output holds
+// want, or "".
+func firstRunning(cands []string, want string) string {
 	for _, c := range cands {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		out, err := exec.CommandContext(ctx, c, "--version").Output()
 		cancel()
-		if err == nil && strings.Contains(string(out), "codex") {
+		if err == nil && strings.Contains(string(out), want) {
 			return c
 		}
 	}
 	return ""
+}
+
+// count returns how many of list have member k equal to v.
+func count(list []map[string]any, k, v string) int {
+	n := 0
+	for _, m := range list {
+		if m[k] == v {
+			n++
+		}
+	}
+	return n
 }
 
 // codexScript drives Codex's agent loop: by the number of function calls
@@ -186,12 +204,7 @@ func codexScript(r *openaitest.Request) openaitest.Turn {
 	if r.JSON(&body) != nil || len(body.Tools) == 0 {
 		return openaitest.Turn{Items: []openaitest.Item{openaitest.Text("ok")}}
 	}
-	calls := 0
-	for _, it := range body.Input {
-		if it["type"] == "function_call" {
-			calls++
-		}
-	}
+	calls := count(body.Input, "type", "function_call")
 	tool := "shell"
 	for _, tl := range body.Tools {
 		if tl["name"] == "exec_command" {
@@ -218,35 +231,43 @@ func codexScript(r *openaitest.Request) openaitest.Turn {
 	return openaitest.Turn{Items: []openaitest.Item{openaitest.Text(finalText)}}
 }
 
-// responsesDiff checks that two Responses bodies differ only in tool
-// outputs and call arguments/inputs, and returns how many of those differ.
-func responsesDiff(t *testing.T, sent, got []byte) int {
+// listDiff checks that two bodies differ only inside the top-level array
+// key, element by element, in members rewritable says a rule may rewrite,
+// and returns how many such members differ.
+func listDiff(t *testing.T, sent, got []byte, key string, rewritable func(x, y map[string]any, k string) bool) int {
 	a, b := decode(t, sent), decode(t, got)
-	if d := sameExcept(a, b); len(d) != 1 || d[0] != "input" {
+	if d := sameExcept(a, b); len(d) != 1 || d[0] != key {
 		t.Errorf("top-level keys changed: %v", d)
 	}
-	ai, _ := a["input"].([]any)
-	bi, _ := b["input"].([]any)
-	if len(ai) != len(bi) {
-		t.Errorf("input: %d items became %d", len(ai), len(bi))
+	as, _ := a[key].([]any)
+	bs, _ := b[key].([]any)
+	if len(as) != len(bs) {
+		t.Errorf("%s: %d elements became %d", key, len(as), len(bs))
 		return 0
 	}
 	n := 0
-	for i := range ai {
-		x, _ := ai[i].(map[string]any)
-		y, _ := bi[i].(map[string]any)
+	for i := range as {
+		x, _ := as[i].(map[string]any)
+		y, _ := bs[i].(map[string]any)
 		for _, k := range sameExcept(x, y) {
-			switch {
-			case k == "output" && strings.HasSuffix(fmt.Sprint(x["type"]), "_output"):
+			if rewritable(x, y, k) {
 				n++
-			case (k == "arguments" || k == "input") && strings.HasSuffix(fmt.Sprint(x["type"]), "call"):
-				n++
-			default:
-				t.Errorf("input[%d] (%v): %q changed", i, x["type"], k)
+			} else {
+				t.Errorf("%s[%d] (type %v, role %v): %q changed", key, i, x["type"], x["role"], k)
 			}
 		}
 	}
 	return n
+}
+
+// responsesDiff checks that two Responses bodies differ only in tool
+// outputs and call arguments/inputs, and returns how many of those differ.
+func responsesDiff(t *testing.T, sent, got []byte) int {
+	return listDiff(t, sent, got, "input", func(x, _ map[string]any, k string) bool {
+		typ := fmt.Sprint(x["type"])
+		return k == "output" && strings.HasSuffix(typ, "_output") ||
+			(k == "arguments" || k == "input") && strings.HasSuffix(typ, "call")
+	})
 }
 
 func TestCodex(t *testing.T) {
@@ -288,20 +309,57 @@ env_key = "CTXGUARD_E2E_OPENAI_KEY"
 	s.check(t, "/v1/responses", responsesDiff)
 }
 
+// TestCodexWebSocket: Codex's built-in openai provider opens a WebSocket
+// first (GET /v1/responses with Upgrade); ctxguard refuses it with 426
+// and Codex goes on over HTTP at once, every turn rewritten. Codex talks
+// to ctxguard directly here: the recording hop would refuse the upgrade
+// itself.
+func TestCodexWebSocket(t *testing.T) {
+	codex := os.Getenv("CTXGUARD_CODEX_BIN")
+	if codex == "" {
+		codex = npmBinary(t, "@openai/codex", envOr("CTXGUARD_CODEX_VERSION", codexVersion), findCodex)
+	}
+	s := newOpenAISetup(t, codexScript)
+	codexHome := filepath.Join(s.home, ".codex")
+	if err := os.MkdirAll(codexHome, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	config := fmt.Sprintf("model = %q\nopenai_base_url = \"%s/v1\"\n", "gpt-5.1-codex", s.ctxguardURL)
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"CODEX_HOME=" + codexHome, "CODEX_API_KEY=sk-e2e-fake-openai-key-0000"}
+	start := time.Now()
+	out := s.run(t, env, codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+		"Check the build: show build.log and huge.log, then list "+missingDir+".")
+	if !strings.Contains(out, finalText) {
+		t.Errorf("the turn did not end with the final answer:\n%s", out)
+	}
+	if d := time.Since(start); d > 2*time.Minute {
+		t.Errorf("the turn took %v: the fallback to HTTP waited", d)
+	}
+	posts, compressed := 0, false
+	for _, e := range s.upRec.exchanges() {
+		if e.Method != "POST" || e.Path != "/v1/responses" {
+			t.Errorf("%s %s reached the upstream", e.Method, e.Path)
+			continue
+		}
+		posts++
+		if bytes.Contains(e.Body, []byte(buildMarker)) && !bytes.Contains(e.Body, []byte(`\u001b[`)) {
+			compressed = true
+		}
+	}
+	if posts < 4 || !compressed {
+		t.Errorf("%d POST /v1/responses reached the upstream (want at least 4); build log compressed: %v", posts, compressed)
+	}
+}
+
 // --- opencode (Chat Completions) ---
 
 func findOpencode(dir string) string {
 	cands, _ := filepath.Glob(filepath.Join(dir, "node_modules", "opencode-"+runtime.GOOS+"-*", "bin", "opencode"))
 	cands = append(cands, filepath.Join(dir, "node_modules", ".bin", "opencode"))
-	for _, c := range cands {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		out, err := exec.CommandContext(ctx, c, "--version").Output()
-		cancel()
-		if err == nil && len(bytes.TrimSpace(out)) > 0 {
-			return c
-		}
-	}
-	return ""
+	return firstRunning(cands, ".") // opencode prints its bare version
 }
 
 // opencodeScript drives opencode's loop: a title request (no tools) gets
@@ -314,12 +372,7 @@ func opencodeScript(r *openaitest.Request) openaitest.Turn {
 	if r.JSON(&body) != nil || len(body.Tools) == 0 {
 		return openaitest.Turn{Items: []openaitest.Item{openaitest.Text("Build check")}}
 	}
-	results := 0
-	for _, m := range body.Messages {
-		if m["role"] == "tool" {
-			results++
-		}
-	}
+	results := count(body.Messages, "role", "tool")
 	bash := func(cmd, desc string) openaitest.Item {
 		args, _ := json.Marshal(map[string]string{"command": cmd, "description": desc})
 		return openaitest.Call("bash", string(args))
@@ -338,37 +391,17 @@ func opencodeScript(r *openaitest.Request) openaitest.Turn {
 // chatDiff checks that two Chat Completions bodies differ only in tool
 // messages' content and tool call arguments, and returns how many differ.
 func chatDiff(t *testing.T, sent, got []byte) int {
-	a, b := decode(t, sent), decode(t, got)
-	if d := sameExcept(a, b); len(d) != 1 || d[0] != "messages" {
-		t.Errorf("top-level keys changed: %v", d)
-	}
-	am, _ := a["messages"].([]any)
-	bm, _ := b["messages"].([]any)
-	if len(am) != len(bm) {
-		t.Errorf("messages: %d became %d", len(am), len(bm))
-		return 0
-	}
-	n := 0
-	for i := range am {
-		x, _ := am[i].(map[string]any)
-		y, _ := bm[i].(map[string]any)
-		for _, k := range sameExcept(x, y) {
-			switch {
-			case k == "content" && x["role"] == "tool":
-				n++
-			case k == "tool_calls" && x["role"] == "assistant":
-				xc, _ := x["tool_calls"].([]any)
-				yc, _ := y["tool_calls"].([]any)
-				if len(xc) != len(yc) {
-					t.Errorf("messages[%d]: tool calls %d became %d", i, len(xc), len(yc))
-				}
-				n++
-			default:
-				t.Errorf("messages[%d] (%v): %q changed", i, x["role"], k)
-			}
+	return listDiff(t, sent, got, "messages", func(x, y map[string]any, k string) bool {
+		switch {
+		case k == "content" && x["role"] == "tool":
+			return true
+		case k == "tool_calls" && x["role"] == "assistant":
+			xc, _ := x["tool_calls"].([]any)
+			yc, _ := y["tool_calls"].([]any)
+			return len(xc) == len(yc)
 		}
-	}
-	return n
+		return false
+	})
 }
 
 func TestOpencode(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/transcript"
 )
 
@@ -110,13 +111,16 @@ type Body struct {
 	Rounds, Copies int
 }
 
-// Body returns the request Claude Code would send with the session's first
-// user message followed by n rounds: the session's rounds in order, then
-// again from the first with fresh tool ids (suffix "_r<copy>") for as
-// long as needed. clientSession is the session id in metadata.user_id;
-// stream false ends the body with "stream":false instead of true. The
-// same arguments always give the same bytes.
-func (s *Source) Body(n int, clientSession string, stream bool) ([]byte, error) {
+// Body returns the request of protocol p (the Messages API as Claude Code
+// sends it, or the session rendered in the Responses API or Chat
+// Completions) with the session's first user message followed by n
+// rounds: the session's rounds in order, then again from the first with
+// fresh tool ids (suffix "_r<copy>") for as long as needed.
+// clientSession is the session id the client puts in the body (Claude
+// Code's metadata.user_id, the Responses prompt_cache_key); stream false
+// sets the top-level "stream" to false. The same arguments always give
+// the same bytes.
+func (s *Source) Body(p Protocol, n int, clientSession string, stream bool) ([]byte, error) {
 	sess := &transcript.Session{
 		ID:              s.Session.ID,
 		ClientSessionID: clientSession,
@@ -141,7 +145,7 @@ func (s *Source) Body(n int, clientSession string, stream bool) ([]byte, error) 
 	// before it.
 	sess.Messages = append(sess.Messages, transcript.Message{Role: transcript.Assistant, Model: s.Session.Model,
 		Blocks: []transcript.Block{{Type: "text", Raw: []byte(`{"type":"text","text":"Done."}`)}}})
-	b, err := transcript.NewBuilder(sess, transcript.BuildOptions{})
+	b, err := transcript.NewBuilder(sess, buildOptions(p))
 	if err != nil {
 		return nil, err
 	}
@@ -151,13 +155,25 @@ func (s *Source) Body(n int, clientSession string, stream bool) ([]byte, error) 
 	}
 	body := r.Body
 	if !stream {
-		const t, f = `,"stream":true}`, `,"stream":false}`
-		if !bytes.HasSuffix(body, []byte(t)) {
-			return nil, errors.New("loadtest: built body does not end with " + t)
-		}
-		body = append(body[:len(body)-len(t):len(body)-len(t)], f...)
+		return setStream(body, false)
 	}
 	return body, nil
+}
+
+// setStream returns body with its top-level "stream" member set to v.
+func setStream(body []byte, v bool) ([]byte, error) {
+	root, err := jsonscan.Root(body)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := jsonscan.Lookup(body, root, "stream")
+	if err != nil {
+		return nil, errors.New("loadtest: built body has no top-level stream member")
+	}
+	out := make([]byte, 0, len(body)+1)
+	out = append(out, body[:sp.Start]...)
+	out = strconv.AppendBool(out, v)
+	return append(out, body[sp.End:]...), nil
 }
 
 // freshIDs returns m with every tool_use id and tool_result tool_use_id
@@ -195,8 +211,8 @@ func freshIDs(m transcript.Message, suffix string) transcript.Message {
 // Sized finds the number of rounds whose body comes closest to size
 // bytes (never below one round) and returns that body, with stream true
 // and clientSession as in Body.
-func (s *Source) Sized(size int, clientSession string) (Body, error) {
-	build := func(n int) ([]byte, error) { return s.Body(n, clientSession, true) }
+func (s *Source) Sized(p Protocol, size int, clientSession string) (Body, error) {
+	build := func(n int) ([]byte, error) { return s.Body(p, n, clientSession, true) }
 	// Grow until the body reaches the size, then bisect.
 	lo, hi := 0, 1
 	var hiBody []byte
@@ -237,4 +253,11 @@ func (s *Source) Sized(size int, clientSession string) (Body, error) {
 		}
 	}
 	return Body{Data: body, Rounds: n, Copies: (n + len(s.rounds) - 1) / len(s.rounds)}, nil
+}
+
+// buildOptions is how bodies of protocol p are built from a session: the
+// session's Anthropic-shaped messages written in the API's shape
+// (transcript.BuildOptions.Protocol), as Codex and opencode lay them out.
+func buildOptions(p Protocol) transcript.BuildOptions {
+	return transcript.BuildOptions{Protocol: string(p)}
 }

@@ -6,7 +6,11 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/internal/module"
+	"github.com/ctxguard/ctxguard/openai/chat"
+	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/validate"
 )
 
@@ -50,21 +54,21 @@ var (
 func TestBody(t *testing.T) {
 	src := testSource(t)
 	n := 3*src.Rounds + 2 // three copies and a part
-	body, err := src.Body(n, sessionID(1), true)
+	body, err := src.Body(Anthropic, n, sessionID(1), true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := validate.Request(body); err != nil {
 		t.Fatalf("invalid request: %v", err)
 	}
-	again, _ := src.Body(n, sessionID(1), true)
+	again, _ := src.Body(Anthropic, n, sessionID(1), true)
 	if !bytes.Equal(body, again) {
 		t.Error("Body is not deterministic")
 	}
 	if !bytes.HasSuffix(body, []byte(`,"stream":true}`)) || !bytes.Contains(body, []byte(sessionID(1))) {
 		t.Error("body lacks stream true or its session id")
 	}
-	json, err := src.Body(n, sessionID(1), false)
+	json, err := src.Body(Anthropic, n, sessionID(1), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,14 +104,14 @@ func TestBody(t *testing.T) {
 func TestSized(t *testing.T) {
 	src := testSource(t)
 	for _, size := range []int{1 << 10, 64 << 10, 256 << 10} {
-		b, err := src.Sized(size, sessionID(0))
+		b, err := src.Sized(Anthropic, size, sessionID(0))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if b.Rounds < 1 || b.Copies != (b.Rounds+src.Rounds-1)/src.Rounds {
 			t.Errorf("size %d: %d rounds, %d copies", size, b.Rounds, b.Copies)
 		}
-		want, _ := src.Body(b.Rounds, sessionID(0), true)
+		want, _ := src.Body(Anthropic, b.Rounds, sessionID(0), true)
 		if !bytes.Equal(b.Data, want) {
 			t.Errorf("size %d: Sized's body is not Body(%d)", size, b.Rounds)
 		}
@@ -116,7 +120,7 @@ func TestSized(t *testing.T) {
 			if n < 1 {
 				continue
 			}
-			other, _ := src.Body(n, sessionID(0), true)
+			other, _ := src.Body(Anthropic, n, sessionID(0), true)
 			if abs(len(other)-size) < abs(len(b.Data)-size) {
 				t.Errorf("size %d: %d rounds give %d bytes, closer than %d rounds' %d", size, n, len(other), b.Rounds, len(b.Data))
 			}
@@ -125,3 +129,46 @@ func TestSized(t *testing.T) {
 }
 
 func abs(n int) int { return max(n, -n) }
+
+// TestBodyProtocols: the same session's bodies in every protocol parse,
+// are valid requests of their API, carry the worker's session id, and
+// differ between stream and JSON only in the stream flag.
+func TestBodyProtocols(t *testing.T) {
+	src := testSource(t)
+	n := src.Rounds + 1
+	for _, tc := range []struct {
+		p        Protocol
+		proto    protocol.Protocol
+		validate func([]byte) error
+	}{
+		{Anthropic, anthropic.Protocol, validate.Request},
+		{Responses, responses.Protocol, responses.Validate},
+		{Chat, chat.Protocol, chat.Validate},
+	} {
+		body, err := src.Body(tc.p, n, sessionID(2), true)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.p, err)
+		}
+		if err := tc.validate(body); err != nil {
+			t.Errorf("%s: invalid request: %v", tc.p, err)
+		}
+		c, err := tc.proto.Parse(body)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.p, err)
+		}
+		if !c.Stream || len(c.Messages) < 2*src.Rounds {
+			t.Errorf("%s: stream %v, %d messages for %d rounds", tc.p, c.Stream, len(c.Messages), n)
+		}
+		c.Release()
+		if tc.p != Chat && !bytes.Contains(body, []byte(sessionID(2))) {
+			t.Errorf("%s: the session id is not in the body", tc.p)
+		}
+		js, err := src.Body(tc.p, n, sessionID(2), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(bytes.Replace(js, []byte(`"stream":false`), []byte(`"stream":true`), 1), body) {
+			t.Errorf("%s: the JSON body differs from the streamed one by more than the stream flag", tc.p)
+		}
+	}
+}

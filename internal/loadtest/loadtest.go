@@ -34,14 +34,17 @@
 // own, and both proxies pay the same two loopback hops, so the passthrough
 // differs from ctxguard only in the work ctxguard does.
 //
-// Request bodies are Claude Code requests rebuilt by transcript.Builder
-// from a real session (DefaultSessions; NewSource picks the largest): the
-// session's first user message, then its tool rounds in order, repeated
-// with fresh tool ids ("_r1", "_r2", ...) until the body is closest to the
-// target size, so ctxguard parses, compresses and clears as much as it
-// would in a session that long. Each concurrent worker is a session of its
-// own (its own session id in metadata.user_id and
-// x-claude-code-session-id) and sends the same body every time, as a
+// Request bodies are rebuilt by transcript.Builder from a real Claude Code
+// session (DefaultSessions; NewSource picks the largest): the session's
+// first user message, then its tool rounds in order, repeated with fresh
+// tool ids ("_r1", "_r2", ...) until the body is closest to the target
+// size, so ctxguard parses, compresses and clears as much as it would in a
+// session that long. Each protocol gets the same session in its own shape
+// (transcript.BuildOptions.Protocol): Messages requests as Claude Code
+// sends them, Responses requests as Codex does, Chat Completions requests
+// as opencode does, each with its client's headers. Each concurrent
+// worker is a session of its own (its own session id in the body and in
+// the client's session header) and sends the same body every time, as a
 // client re-sending its history does: every block was seen before, which
 // is true of all but the newest turn of a real session. Bodies are
 // deterministic.
@@ -106,6 +109,26 @@ const (
 	JSON   Mode = "json" // one JSON message ("stream": false)
 )
 
+// Protocol is the API a case's requests speak.
+type Protocol string
+
+const (
+	Anthropic Protocol = "anthropic" // POST /v1/messages, as Claude Code sends it
+	Responses Protocol = "responses" // POST /v1/responses, as Codex CLI sends it
+	Chat      Protocol = "chat"      // POST /v1/chat/completions, as opencode sends it
+)
+
+// pathOf is the request path of p's requests.
+func pathOf(p Protocol) string {
+	switch p {
+	case Responses:
+		return "/v1/responses"
+	case Chat:
+		return "/v1/chat/completions"
+	}
+	return "/v1/messages"
+}
+
 // Target names.
 const (
 	Direct      = "direct"
@@ -133,10 +156,12 @@ type Options struct {
 	SessionID string
 	// Sizes are the target body sizes in bytes (default 100 KiB, 1 MiB,
 	// 5 MiB); Concurrency the numbers of concurrent clients (default 1
-	// and 8); Modes the answer modes (default Stream, JSON).
+	// and 8); Modes the answer modes (default Stream, JSON); Protocols
+	// the APIs (default Anthropic, Responses, Chat).
 	Sizes       []int
 	Concurrency []int
 	Modes       []Mode
+	Protocols   []Protocol
 	// Duration bounds the whole run's measuring, split evenly over the
 	// cases; building, start-up and each case's warm-up rounds come on
 	// top. Default 3 minutes.
@@ -180,6 +205,9 @@ func (o *Options) defaults() error {
 	if len(o.Modes) == 0 {
 		o.Modes = []Mode{Stream, JSON}
 	}
+	if len(o.Protocols) == 0 {
+		o.Protocols = []Protocol{Anthropic, Responses, Chat}
+	}
 	if o.Duration <= 0 {
 		o.Duration = 3 * time.Minute
 	}
@@ -202,6 +230,11 @@ func (o *Options) defaults() error {
 	for _, m := range o.Modes {
 		if m != Stream && m != JSON {
 			return fmt.Errorf("loadtest: mode %q must be %q or %q", m, Stream, JSON)
+		}
+	}
+	for _, p := range o.Protocols {
+		if p != Anthropic && p != Responses && p != Chat {
+			return fmt.Errorf("loadtest: protocol %q must be %q, %q or %q", p, Anthropic, Responses, Chat)
 		}
 	}
 	if o.UpstreamDelay < 0 || o.EventDelay < 0 {
@@ -232,7 +265,7 @@ type target struct {
 // harness is the state of one Run.
 type harness struct {
 	opt     Options
-	ans     *answers
+	ans     map[Protocol]*answers
 	up      *upstream
 	targets []*target
 	ids     atomic.Int64
@@ -278,7 +311,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	defer h.up.close()
 	rep.Upstream = UpstreamInfo{DelayMs: ms(opt.UpstreamDelay), EventDelayMs: ms(opt.EventDelay),
-		SSEEvents: len(h.ans.events), SSEBytes: h.ans.sse, JSONBytes: len(h.ans.json)}
+		SSEEvents: len(h.ans[Anthropic].events), SSEBytes: h.ans[Anthropic].sse, JSONBytes: len(h.ans[Anthropic].json)}
 
 	env := cleanEnv()
 	pt, err := procs.Start(Passthrough, ptBin, env, "--listen", "127.0.0.1:0", "--upstream", h.up.URL)
@@ -333,20 +366,24 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	rep.Machine.LoadBefore = loadAvg()
 	meter := newCPUMeter(pt.Pid(), ct.Pid())
 
-	cases := caseOrder(opt.Sizes, opt.Concurrency, opt.Modes)
+	cases := caseOrder(opt.Protocols, opt.Sizes, opt.Concurrency, opt.Modes)
 	budget := opt.Duration / time.Duration(len(cases))
-	sized := map[int]int{} // size -> rounds
+	type sizeKey struct {
+		p    Protocol
+		size int
+	}
+	sized := map[sizeKey]int{} // rounds
 	for _, cs := range cases {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		n, ok := sized[cs.size]
+		n, ok := sized[sizeKey{cs.proto, cs.size}]
 		if !ok {
-			b, err := src.Sized(cs.size, sessionID(0))
+			b, err := src.Sized(cs.proto, cs.size, sessionID(0))
 			if err != nil {
 				return nil, err
 			}
-			n, sized[cs.size] = b.Rounds, b.Rounds
+			n, sized[sizeKey{cs.proto, cs.size}] = b.Rounds, b.Rounds
 		}
 		res, err := h.runCase(ctx, src, cs, n, budget)
 		if err != nil {
@@ -383,16 +420,18 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 }
 
 // caseOrder lists the cases in the order they run: by bytes in flight
-// (size × concurrency), then size, then mode as given. Go returns memory
-// to the system only slowly, so a case that follows a heavier one would
-// start with that one's RSS; in this order each case's peak RSS is its
-// own.
-func caseOrder(sizes, concs []int, modes []Mode) []caseSpec {
+// (size × concurrency), then size, then protocol and mode as given. Go
+// returns memory to the system only slowly, so a case that follows a
+// heavier one would start with that one's RSS; in this order each case's
+// peak RSS is its own.
+func caseOrder(protos []Protocol, sizes, concs []int, modes []Mode) []caseSpec {
 	var cases []caseSpec
 	for _, size := range sortedInts(sizes) {
 		for _, c := range sortedInts(concs) {
-			for _, m := range modes {
-				cases = append(cases, caseSpec{size: size, conc: c, mode: m})
+			for _, p := range protos {
+				for _, m := range modes {
+					cases = append(cases, caseSpec{proto: p, size: size, conc: c, mode: m})
+				}
 			}
 		}
 	}
@@ -402,12 +441,13 @@ func caseOrder(sizes, concs []int, modes []Mode) []caseSpec {
 
 // caseSpec names a case.
 type caseSpec struct {
+	proto      Protocol
 	size, conc int
 	mode       Mode
 }
 
 func (c caseSpec) name() string {
-	return fmt.Sprintf("%s c=%d %s", sizeName(c.size), c.conc, c.mode)
+	return fmt.Sprintf("%s %s c=%d %s", c.proto, sizeName(c.size), c.conc, c.mode)
 }
 
 // sessionID is worker w's Claude Code session id.
@@ -439,19 +479,20 @@ type acc struct {
 }
 
 func (h *harness) runCase(ctx context.Context, src *Source, cs caseSpec, rounds int, budget time.Duration) (CaseResult, error) {
-	res := CaseResult{Name: cs.name(), Size: cs.size, Concurrency: cs.conc, Mode: cs.mode, Rounds: rounds}
+	res := CaseResult{Name: cs.name(), Protocol: cs.proto, Size: cs.size, Concurrency: cs.conc, Mode: cs.mode, Rounds: rounds}
 	bodies := make([][]byte, cs.conc)
 	for w := range bodies {
-		b, err := src.Body(rounds, sessionID(w), cs.mode == Stream)
+		b, err := src.Body(cs.proto, rounds, sessionID(w), cs.mode == Stream)
 		if err != nil {
 			return res, err
 		}
 		bodies[w] = b
 	}
 	res.BodyBytes = len(bodies[0])
-	want := int64(len(h.ans.json))
+	ans := h.ans[cs.proto]
+	want := int64(len(ans.json))
 	if cs.mode == Stream {
-		want = int64(h.ans.sse)
+		want = int64(ans.sse)
 	}
 
 	reset := make([]bool, len(h.targets))
@@ -532,7 +573,7 @@ func (h *harness) slot(ctx context.Context, t *target, cs caseSpec, bodies [][]b
 		wg.Go(func() {
 			buf := make([]byte, 32<<10)
 			for range perWorker(cs.conc) {
-				h.do(ctx, t, cs.mode, bodies[w], sessionID(w), want, buf, a)
+				h.do(ctx, t, cs, bodies[w], sessionID(w), want, buf, a)
 			}
 		})
 	}
@@ -540,23 +581,42 @@ func (h *harness) slot(ctx context.Context, t *target, cs caseSpec, bodies [][]b
 }
 
 // do sends one request and records it in a.
-func (h *harness) do(ctx context.Context, t *target, mode Mode, body []byte, session string, want int64, buf []byte, a *acc) {
+func (h *harness) do(ctx context.Context, t *target, cs caseSpec, body []byte, session string, want int64, buf []byte, a *acc) {
 	id := "r" + strconv.FormatInt(h.ids.Add(1), 10)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url+"/v1/messages?beta=true", bytes.NewReader(body))
+	url := t.url + pathOf(cs.proto)
+	if cs.proto == Anthropic {
+		url += "?beta=true"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		a.fail(err.Error())
 		return
 	}
 	hd := req.Header
 	hd["Content-Type"] = []string{"application/json"}
-	hd["Accept"] = []string{"application/json"}
-	hd["Anthropic-Version"] = []string{"2023-06-01"}
-	hd["Anthropic-Beta"] = []string{"claude-code-20250219,context-management-2025-06-27,interleaved-thinking-2025-05-14"}
-	hd["X-Api-Key"] = []string{"sk-ant-loadtest-not-a-real-key"}
-	hd["User-Agent"] = []string{"claude-cli/2.1.197 (external, cli)"}
-	hd["X-Claude-Code-Session-Id"] = []string{session}
+	// Each client's own headers, its session header included (Claude
+	// Code 2.1.197, Codex CLI 0.169.0, opencode 1.18.33).
+	switch cs.proto {
+	case Anthropic:
+		hd["Accept"] = []string{"application/json"}
+		hd["Anthropic-Version"] = []string{"2023-06-01"}
+		hd["Anthropic-Beta"] = []string{"claude-code-20250219,context-management-2025-06-27,interleaved-thinking-2025-05-14"}
+		hd["X-Api-Key"] = []string{"sk-ant-loadtest-not-a-real-key"}
+		hd["User-Agent"] = []string{"claude-cli/2.1.197 (external, cli)"}
+		hd["X-Claude-Code-Session-Id"] = []string{session}
+	case Responses:
+		hd["Accept"] = []string{"text/event-stream"}
+		hd["Authorization"] = []string{"Bearer sk-loadtest-not-a-real-key"}
+		hd["Originator"] = []string{"codex_exec"}
+		hd["User-Agent"] = []string{"codex_exec/0.169.0 (Linux; x86_64) (codex_exec; 0.169.0)"}
+		hd["Session-Id"] = []string{session}
+	case Chat:
+		hd["Authorization"] = []string{"Bearer sk-loadtest-not-a-real-key"}
+		hd["User-Agent"] = []string{"opencode/1.18.33 ai-sdk/openai-compatible"}
+		hd["X-Session-Id"] = []string{session}
+	}
 	hd[idHeader] = []string{id}
-	hd[modeHeader] = []string{string(mode)}
+	hd[modeHeader] = []string{string(cs.mode)}
 
 	start := time.Now()
 	resp, err := t.client.Do(req)

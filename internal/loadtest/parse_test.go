@@ -82,13 +82,16 @@ func TestParseProcStatBusy(t *testing.T) {
 
 func TestCaseOrder(t *testing.T) {
 	var got []string
-	for _, c := range caseOrder([]int{5 << 20, 100 << 10, 1 << 20}, []int{8, 1}, []Mode{Stream, JSON}) {
+	for _, c := range caseOrder([]Protocol{Anthropic, Chat}, []int{5 << 20, 100 << 10, 1 << 20}, []int{8, 1}, []Mode{Stream, JSON}) {
 		got = append(got, c.name())
 	}
 	want := []string{
-		"100KB c=1 sse", "100KB c=1 json", "100KB c=8 sse", "100KB c=8 json",
-		"1MB c=1 sse", "1MB c=1 json", "5MB c=1 sse", "5MB c=1 json",
-		"1MB c=8 sse", "1MB c=8 json", "5MB c=8 sse", "5MB c=8 json",
+		"anthropic 100KB c=1 sse", "anthropic 100KB c=1 json", "chat 100KB c=1 sse", "chat 100KB c=1 json",
+		"anthropic 100KB c=8 sse", "anthropic 100KB c=8 json", "chat 100KB c=8 sse", "chat 100KB c=8 json",
+		"anthropic 1MB c=1 sse", "anthropic 1MB c=1 json", "chat 1MB c=1 sse", "chat 1MB c=1 json",
+		"anthropic 5MB c=1 sse", "anthropic 5MB c=1 json", "chat 5MB c=1 sse", "chat 5MB c=1 json",
+		"anthropic 1MB c=8 sse", "anthropic 1MB c=8 json", "chat 1MB c=8 sse", "chat 1MB c=8 json",
+		"anthropic 5MB c=8 sse", "anthropic 5MB c=8 json", "chat 5MB c=8 sse", "chat 5MB c=8 json",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("caseOrder (-want +got):\n%s", diff)

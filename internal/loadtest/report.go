@@ -125,12 +125,13 @@ type Settings struct {
 
 // CaseResult is one case: a body size, a concurrency, an answer mode.
 type CaseResult struct {
-	Name        string `json:"name"`
-	Size        int    `json:"size"`       // nominal body size
-	BodyBytes   int    `json:"body_bytes"` // actual size of worker 0's body
-	Rounds      int    `json:"rounds"`     // tool rounds in the body
-	Concurrency int    `json:"concurrency"`
-	Mode        Mode   `json:"mode"`
+	Name        string   `json:"name"`
+	Protocol    Protocol `json:"protocol"`
+	Size        int      `json:"size"`       // nominal body size
+	BodyBytes   int      `json:"body_bytes"` // actual size of worker 0's body
+	Rounds      int      `json:"rounds"`     // tool rounds in the body
+	Concurrency int      `json:"concurrency"`
+	Mode        Mode     `json:"mode"`
 	// MeasuredRounds counts the rounds after warm-up; each target got
 	// Concurrency × (1 at concurrency 1, else 3) requests per round.
 	MeasuredRounds int            `json:"measured_rounds"`
@@ -540,8 +541,8 @@ func (r *Report) WriteBenchfmt(w io.Writer) error {
 				continue
 			}
 			ns := func(ms float64) int64 { return int64(math.Round(ms * 1e6)) }
-			fmt.Fprintf(&b, "BenchmarkOverhead/size=%s/c=%d/mode=%s/target=%s-%d\t%d\t%d p50-ns\t%d p99-ns\t%d ttfb-p50-ns\t%d relay-p50-ns",
-				sizeName(c.Size), c.Concurrency, c.Mode, t.Target, r.Machine.CPUs, n,
+			fmt.Fprintf(&b, "BenchmarkOverhead/proto=%s/size=%s/c=%d/mode=%s/target=%s-%d\t%d\t%d p50-ns\t%d p99-ns\t%d ttfb-p50-ns\t%d relay-p50-ns",
+				c.Protocol, sizeName(c.Size), c.Concurrency, c.Mode, t.Target, r.Machine.CPUs, n,
 				ns(t.Latency.P50), ns(t.Latency.P99), ns(t.TTFB.P50), ns(t.Relay.P50))
 			if t.Process != nil {
 				fmt.Fprintf(&b, "\t%d cpu-ns/req\t%d peak-rss-B", ns(t.Process.CPUPerRequestMs), t.Process.PeakRSS)

@@ -12,9 +12,10 @@ import (
 
 // TestRunSmoke runs the whole harness briefly: it builds ctxguard and the
 // passthrough, starts them and the fake upstream, and measures a tiny
-// body in both modes at concurrency 1 and 2 for a few rounds. It checks
-// that the report is well formed and that every target was measured
-// without failures; it asserts nothing about timings.
+// body of every protocol in both modes at concurrency 1 and 2 for a few
+// rounds. It checks that the report is well formed, that every target was
+// measured without failures and that ctxguard parsed every protocol's
+// bodies (it reports their tokens); it asserts nothing about timings.
 func TestRunSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs ctxguard and the passthrough as processes")
@@ -37,8 +38,8 @@ func TestRunSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(rep.Cases); got != 4 {
-		t.Fatalf("%d cases, want 4 (2 concurrencies × 2 modes)", got)
+	if got := len(rep.Cases); got != 12 {
+		t.Fatalf("%d cases, want 12 (3 protocols × 2 concurrencies × 2 modes)", got)
 	}
 	if rep.Ctxguard.IdleRSS <= 0 || rep.Passthrough.IdleRSS <= 0 {
 		t.Errorf("idle RSS not measured: ctxguard %d, passthrough %d", rep.Ctxguard.IdleRSS, rep.Passthrough.IdleRSS)
@@ -86,8 +87,8 @@ func TestRunSmoke(t *testing.T) {
 			relays++
 		}
 	}
-	if relays != 2 {
-		t.Errorf("%d relay checks, want 2 (one per SSE case)", relays)
+	if relays != 6 {
+		t.Errorf("%d relay checks, want 6 (one per SSE case)", relays)
 	}
 	for name, write := range map[string]func(*bytes.Buffer) error{
 		"text":     func(b *bytes.Buffer) error { return rep.WriteText(b) },

@@ -239,12 +239,12 @@ type Member struct {
 }
 
 const (
-	mBegin  uint8 = iota // before the top-level '{'
-	mKey                 // at depth 1, expecting a key (or '}')
-	mColon               // after a key, expecting ':'
-	mValue               // inside a top-level member's value
-	mDone                // after the top-level object, or not an object
-	maxKey  = 64
+	mBegin uint8 = iota // before the top-level '{'
+	mKey                // at depth 1, expecting a key (or '}')
+	mColon              // after a key, expecting ':'
+	mValue              // inside a top-level member's value
+	mDone               // after the top-level object, or not an object
+	maxKey = 64
 )
 
 // Reset makes m ready for a new object, keeping its buffers.

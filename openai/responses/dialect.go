@@ -33,7 +33,9 @@ func (*dialect) AppendText(dst []byte, r conversation.Role, quoted, extra []byte
 	return append(dst, '}')
 }
 
-// KeptBlock implements conversation.Dialect. A message item's parts are
+// KeptBlock implements conversation.Dialect. The text of a string input
+// is kept as an input_text part (ReplaceMessage makes the input an
+// array). A message item's parts are
 // kept as the whole item, which the first of them stands for (the others
 // give an empty, non-nil slice that ReplaceMessage skips): rewriting a
 // message never touches the parts' item, its id or status. Every other
@@ -44,6 +46,9 @@ func (d *dialect) KeptBlock(c *conversation.Conversation, m *conversation.Messag
 	bi := blockIndex(m, b)
 	if bi < 0 {
 		return nil
+	}
+	if m.ContentString {
+		return d.AppendText(nil, m.Role, c.Bytes(b.Text), nil)
 	}
 	if b.Type == "reasoning" {
 		if bi+1 >= len(m.Blocks) {
@@ -83,12 +88,8 @@ func blockIndex(m *conversation.Message, b *conversation.Block) int {
 }
 
 // itemOf returns the span of the item of message m that holds sp, or a
-// zero span. (A message is a run of items; for a string "input" it is the
-// string itself.)
+// zero span.
 func itemOf(c *conversation.Conversation, m *conversation.Message, sp span) span {
-	if m.ContentString {
-		return m.Span
-	}
 	b := c.Body
 	i := m.Span.Start
 	for i < m.Span.End {
@@ -112,7 +113,7 @@ func itemOf(c *conversation.Conversation, m *conversation.Message, sp span) span
 // content parts (from AppendText) one message item of the message's role
 // (a user message for the tool side, which has no text of its own).
 // Empty blocks are skipped.
-func (*dialect) ReplaceMessage(c *conversation.Conversation, mi int, blocks [][]byte) (conversation.Span, []byte) {
+func (d *dialect) ReplaceMessage(c *conversation.Conversation, mi int, blocks [][]byte) (conversation.Span, []byte) {
 	m := &c.Messages[mi]
 	var out []byte
 	inParts := false
@@ -140,6 +141,10 @@ func (*dialect) ReplaceMessage(c *conversation.Conversation, mi int, blocks [][]
 			if len(out) > 0 {
 				out = append(out, ',')
 			}
+		}
+		if blk[0] == '"' {
+			out = d.AppendText(out, m.Role, blk, nil)
+			continue
 		}
 		out = append(out, blk...)
 	}

@@ -35,7 +35,7 @@ const (
 
 // itemTypes are the wire types of the kinds with one name, so parsing a
 // known item allocates no string.
-var itemTypes = [...]string{
+var itemTypes = [itemOutputOther + 1]string{
 	itemMessage: "message", itemReasoning: "reasoning",
 	itemFunctionCall: "function_call", itemCustomCall: "custom_tool_call", itemShellCall: "local_shell_call",
 	itemFunctionOut: "function_call_output", itemCustomOut: "custom_tool_call_output", itemShellOut: "local_shell_call_output",

@@ -73,6 +73,25 @@
 // call_id, say) are Opaque. A tool result is paired with the call it
 // answers in the message just before it, as in the Anthropic adapter:
 // Call locates the call and Name is the call's name.
+//
+// # Writing
+//
+// Passes change a tool output's "output" (a stub, a compressed text: a
+// string is always valid there) and a call's "arguments" or custom
+// "input" (both strings). When a pass rewrites a whole message (trimming
+// drops old rounds) the Dialect keeps message items whole, keeps a
+// reasoning item only together with the item after it, and wraps new text
+// in a message item of the message's role (a user message on the tool
+// side). The API caches prefixes by itself: there are no cache markers
+// and no settings to ask for. SessionID is the prompt_cache_key, which
+// Codex sets to its thread id.
+//
+// # Usage
+//
+// UsageTap reads the usage of the response.completed (or .incomplete,
+// .failed) event, or of a JSON answer: input_tokens less
+// input_tokens_details.cached_tokens is Input, cached_tokens CacheRead,
+// output_tokens Output.
 package responses
 
 import (

@@ -25,7 +25,7 @@ func (responsesAPI) Claim(method, path string, h http.Header) protocol.Claim {
 	if path == "/v1/responses" || strings.HasPrefix(path, "/v1/responses/") {
 		return protocol.Yes
 	}
-	return openai.Claim(h)
+	return openai.Claim(path, h)
 }
 
 // Rewritable implements protocol.Protocol: only POST /v1/responses.
@@ -50,4 +50,9 @@ func (responsesAPI) NewUsageTap(contentType string) protocol.UsageTap {
 
 func (responsesAPI) AppendError(dst []byte, k protocol.Kind, message, id string) []byte {
 	return openai.AppendError(dst, k, message, id)
+}
+
+// ErrorStatus implements protocol.StatusMapper (openai.ErrorStatus).
+func (responsesAPI) ErrorStatus(k protocol.Kind, status int) int {
+	return openai.ErrorStatus(k, status)
 }

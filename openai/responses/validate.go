@@ -26,8 +26,8 @@ import (
 //     API rejects a reasoning item without its successor);
 //   - a compaction item has a string encrypted_content.
 //
-// With a previous_response_id the calls may be in the server's history,
-// so outputs are not checked against calls.
+// With a previous_response_id or an item_reference the calls may be in
+// the server's store, so outputs are not checked against calls.
 func Validate(body []byte) error {
 	var ps problems
 	validate(body, &ps)
@@ -93,6 +93,11 @@ func validate(body []byte, ps *problems) *request {
 		at       int
 	}
 	calls := map[string]*call{}
+	for _, s := range r.items {
+		if isType(body, s, "item_reference") {
+			continued = true // the calls may be among the stored items it names
+		}
+	}
 	for i, s := range r.items {
 		if jsonscan.KindOf(body, s) != jsonscan.Object {
 			ps.add("input.%d is not an object", i)
@@ -267,8 +272,9 @@ func checkMessage(b []byte, i int, f vfields, ps *problems) {
 //     custom_tool_call's "input" may change (everything else in the item
 //     stays byte-identical);
 //   - calls, their outputs and reasoning items may be dropped (Validate
-//     then checks that no call or output is left without the other and no
-//     reasoning item without its successor);
+//     then checks that no call or output is left without the other), but
+//     a reasoning item that is kept keeps the item it preceded, right
+//     after it;
 //   - message items holding only text parts may be added (the notes and
 //     placeholders of dropped rounds).
 //
@@ -298,6 +304,11 @@ func ValidateRewrite(orig, sent []byte) error {
 		}
 		return ps.err()
 	}
+	// at[k] is where original item k is in the rewrite, or -1.
+	at := make([]int, len(o.items))
+	for k := range at {
+		at[k] = -1
+	}
 	j := 0
 	for i, si := range s.items {
 		k := j
@@ -315,11 +326,21 @@ func ValidateRewrite(orig, sent []byte) error {
 				ps.add("original input.%d was dropped", j)
 			}
 		}
+		at[k] = i
 		j = k + 1
 	}
 	for ; j < len(o.items); j++ {
 		if !droppable(orig, o.items[j]) {
 			ps.add("original input.%d was dropped", j)
+		}
+	}
+	// A kept reasoning item keeps the item it preceded, right after it.
+	for k, i := range at {
+		if i < 0 || k+1 >= len(o.items) || !isType(orig, o.items[k], "reasoning") {
+			continue
+		}
+		if at[k+1] != i+1 {
+			ps.add("original input.%d, a reasoning item, is kept without its successor", k)
 		}
 	}
 	return ps.err()
@@ -413,4 +434,13 @@ func addedNote(b []byte, s span) bool {
 		n++
 	}
 	return n > 0 && el.Err() == nil
+}
+
+// isType reports whether the item at s has the given type.
+func isType(b []byte, s span, typ string) bool {
+	if jsonscan.KindOf(b, s) != jsonscan.Object {
+		return false
+	}
+	t, _ := jsonscan.Lookup(b, s, "type")
+	return jsonscan.StringIs(b, t, typ)
 }

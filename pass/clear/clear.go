@@ -331,8 +331,9 @@ func (p *Pass) clearsInput(c *conversation.Conversation, b *conversation.Block, 
 	if t < p.cfg.MinTokens {
 		return false
 	}
-	if body, in := inputOf(c, b); jsonscan.KindOf(body, in) != jsonscan.Object {
-		return false
+	body, in := inputOf(c, b)
+	if k := jsonscan.KindOf(body, in); k != jsonscan.Object && (k != jsonscan.String || b.InputEncoded) {
+		return false // an input is an object, or free-form text (a custom tool's)
 	}
 	return p.tools.of(c, b).input
 }
@@ -358,7 +359,9 @@ func inputOf(c *conversation.Conversation, b *conversation.Block) ([]byte, conve
 
 // Run implements pipeline.Pass.
 func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
-	if !p.cfg.Enabled || len(r.Conv.Messages) == 0 {
+	if !p.cfg.Enabled || len(r.Conv.Messages) == 0 || r.Conv.Continued {
+		// A continued conversation (the history is the server's) holds
+		// only new turns: there is no history to clear.
 		return nil, nil
 	}
 	a, err := p.analyze(r)

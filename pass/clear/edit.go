@@ -155,6 +155,10 @@ func resultText(c *conversation.Conversation, b *conversation.Block) ([]byte, er
 // inputAfter estimates the tokens of a tool input once inputStub has
 // rewritten it, and reports whether it has any field to clear.
 func inputAfter(body []byte, in conversation.Span) (int, bool) {
+	if jsonscan.KindOf(body, in) == jsonscan.String {
+		// Free-form text (a custom tool's input) is cleared whole.
+		return stubTokens, in.Len() >= inputFieldMin
+	}
 	n, big := 2, false
 	jsonscan.ObjectEach(body, in.Start, 0, func(k jsonscan.Span, v int) (int, error) {
 		val, err := jsonscan.ValueAt(body, v, 1)
@@ -180,7 +184,7 @@ const inputFieldMin = 200
 // inputStub rewrites a tool call's input object, replacing each large field
 // with a stub and keeping the small ones (file paths, flags) verbatim. An
 // input sent encoded in a string is rewritten inside the string, which is
-// then encoded again.
+// then encoded again; a free-form text input is replaced whole.
 func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool) (splice.Edit, error) {
 	c := r.Conv
 	key := p.memo.key(c.Bytes(b.Input), 'i', first, nil, p.blobs.Epoch())
@@ -188,6 +192,17 @@ func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool)
 		return splice.Edit{Span: b.Input, Repl: m.repl, Blob: m.blob}, nil
 	}
 	body, in := inputOf(c, b)
+	if jsonscan.KindOf(body, in) == jsonscan.String {
+		// Free-form text (a custom tool's input, such as a patch) becomes
+		// one stub.
+		kept, err := p.blobs.KeepFrom(in.Bytes(body), func(raw []byte) ([]byte, error) { return jsonscan.AppendUnquote(nil, raw) })
+		if err != nil {
+			return splice.Edit{}, err
+		}
+		m := stubEdit{repl: jsonscan.AppendQuote(nil, p.stub("", kept, first)), blob: kept.ID}
+		p.memo.put(key, m)
+		return splice.Edit{Span: b.Input, Repl: m.repl, Blob: m.blob}, nil
+	}
 	var out []byte
 	var ids []string // of the blobs the stubs name
 	out = append(out, '{')
