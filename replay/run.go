@@ -10,6 +10,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
@@ -40,6 +41,16 @@ type Pipeline struct {
 // rebuilt in and rewritten by.
 type Protocols map[transcript.Format]protocol.Protocol
 
+// As returns protocols that send every format's sessions as requests of
+// proto (with transcript.BuildOptions.Protocol set to match).
+func As(proto protocol.Protocol) Protocols {
+	ps := Protocols{}
+	for f := range DefaultProtocols() {
+		ps[f] = proto
+	}
+	return ps
+}
+
 // DefaultProtocols returns the protocols of the formats transcript
 // rebuilds: Anthropic Messages for Claude Code and SWE-agent sessions (the
 // builder writes both as Claude Code requests), the Responses API for
@@ -62,7 +73,8 @@ func (ps Protocols) For(s *transcript.Session) protocol.Protocol {
 
 // CheckRewrite judges a rewrite with the protocol's own validator: the
 // Anthropic rules (validate.Rewrite with opt) or the Responses API's
-// (responses.ValidateRewrite); other protocols are not checked.
+// (responses.ValidateRewrite) or Chat Completions' (chat.ValidateRewrite);
+// other protocols are not checked.
 func CheckRewrite(opt validate.Options) func(proto protocol.Protocol, orig, sent []byte) error {
 	return func(proto protocol.Protocol, orig, sent []byte) error {
 		switch proto {
@@ -70,6 +82,8 @@ func CheckRewrite(opt validate.Options) func(proto protocol.Protocol, orig, sent
 			return validate.Rewrite(orig, sent, opt)
 		case responses.Protocol:
 			return responses.ValidateRewrite(orig, sent)
+		case chat.Protocol:
+			return chat.ValidateRewrite(orig, sent)
 		}
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/splice"
@@ -344,36 +345,34 @@ func checkOff(t *testing.T, ss []*transcript.Session) {
 }
 
 // The Claude Code and SWE-agent sessions of transcript/testdata written
-// as Responses API requests go through the Responses adapter: every
-// rewrite is valid by that API's rules, and with every rule off every
-// ratio is 1.
-func TestRunRenderedResponses(t *testing.T) {
+// as Responses API and as Chat Completions requests go through those
+// adapters: every rewrite is valid by that API's rules, and with every
+// rule off every ratio is 1.
+func TestRunRenderedOpenAI(t *testing.T) {
 	ss, err := transcript.Load(testdataDirs, transcript.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := Protocols{}
-	for f := range DefaultProtocols() {
-		all[f] = responses.Protocol
-	}
-	for _, cfg := range []config.Config{config.Defaults(), Off(config.Defaults())} {
-		p, err := GuardPipeline(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Protocols = all
-		rep, err := Run(ss, RunOptions{Pipeline: p, Build: transcript.BuildOptions{Protocol: transcript.ProtoResponses}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkSums(t, rep)
-		t.Logf("tokens %.3f cost %.3f events %d invalid %d", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.Events, rep.Total.Invalid)
-		for _, s := range rep.Sessions {
-			if s.Error != "" || s.Protocol != "responses" || s.Invalid != 0 {
-				t.Errorf("%s: protocol %q, %d invalid, error %s", s.ID, s.Protocol, s.Invalid, s.Error)
+	for _, proto := range []protocol.Protocol{responses.Protocol, chat.Protocol} {
+		for _, cfg := range []config.Config{config.Defaults(), Off(config.Defaults())} {
+			p, err := GuardPipeline(cfg)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if !cfg.Clear.Enabled && (s.TokenRatio != 1 || s.CostRatio != 1) {
-				t.Errorf("%s with every rule off: %v %v", s.ID, s.TokenRatio, s.CostRatio)
+			p.Protocols = As(proto)
+			rep, err := Run(ss, RunOptions{Pipeline: p, Build: transcript.BuildOptions{Protocol: proto.Name()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSums(t, rep)
+			t.Logf("%s: tokens %.3f cost %.3f events %d invalid %d", proto.Name(), rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.Events, rep.Total.Invalid)
+			for _, s := range rep.Sessions {
+				if s.Error != "" || s.Protocol != proto.Name() || s.Invalid != 0 {
+					t.Errorf("%s: protocol %q, %d invalid, error %s", s.ID, s.Protocol, s.Invalid, s.Error)
+				}
+				if !cfg.Clear.Enabled && (s.TokenRatio != 1 || s.CostRatio != 1) {
+					t.Errorf("%s with every rule off: %v %v", s.ID, s.TokenRatio, s.CostRatio)
+				}
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	replaypkg "github.com/ctxguard/ctxguard/replay"
 	"github.com/ctxguard/ctxguard/transcript"
@@ -42,7 +43,7 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 	progress := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
 	perRequest := fs.Bool("requests", false, "list every request under its session in the table")
 	noSide := fs.Bool("no-sidechains", false, "leave out subagent (Task) transcripts")
-	protoName := fs.String("protocol", "", "write Claude Code and SWE-agent sessions as requests of this API: anthropic (default) or responses (Codex rollouts are always Responses requests)")
+	protoName := fs.String("protocol", "", "write Claude Code and SWE-agent sessions as requests of this API: anthropic (default), responses or chat (Codex rollouts can only be Responses requests)")
 	// Flags may come before and after the paths.
 	var paths []string
 	for rest := args; ; {
@@ -88,12 +89,12 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 	case "", transcript.ProtoAnthropic:
 	case transcript.ProtoResponses:
 		build.Protocol = transcript.ProtoResponses
-		pipe.Protocols = replaypkg.Protocols{}
-		for f := range replaypkg.DefaultProtocols() {
-			pipe.Protocols[f] = responses.Protocol
-		}
+		pipe.Protocols = replaypkg.As(responses.Protocol)
+	case transcript.ProtoChat:
+		build.Protocol = transcript.ProtoChat
+		pipe.Protocols = replaypkg.As(chat.Protocol)
 	default:
-		return fmt.Errorf("--protocol %q: want anthropic or responses", *protoName)
+		return fmt.Errorf("--protocol %q: want anthropic, responses or chat", *protoName)
 	}
 	if *profile != "" {
 		p, err := transcript.LoadProfile(*profile)

@@ -235,6 +235,10 @@ func TestReplayProtocolFlag(t *testing.T) {
 	if !strings.Contains(out, `"protocol": "responses"`) || strings.Contains(out, `"protocol": "anthropic"`) {
 		t.Errorf("sessions not replayed as responses:\n%.2000s", out)
 	}
+	out, errOut, err = runArgs(t, false, "--json", "--protocol", "chat", ccDir)
+	if err != nil || !strings.Contains(out, `"protocol": "chat"`) {
+		t.Errorf("--protocol chat: %v %s", err, errOut)
+	}
 	if _, _, err := runArgs(t, false, "--protocol", "smtp", ccDir); err == nil || !strings.Contains(err.Error(), "smtp") {
 		t.Errorf("unknown protocol: %v", err)
 	}
