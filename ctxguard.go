@@ -330,9 +330,11 @@ func (g *Guard) rewriteBody(ctx context.Context, proto protocol.Protocol, h http
 	}()
 	res.Session = session.Key(h, c)
 	res.Model = g.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
+	env := &pipeline.Env{Window: res.Model.Window, MaxOutput: res.Model.MaxOutput, Binding: res.Model.Binding}
+	env.CacheWrite, env.CacheRead = res.Model.CachePrices()
 	req := &pipeline.Request{
 		Ctx: ctx, Conv: c, Session: res.Session, Out: out, Stable: stable, Memo: mem.passes(),
-		Env: &pipeline.Env{Window: res.Model.Window, MaxOutput: res.Model.MaxOutput, Binding: res.Model.Binding},
+		Env: env,
 	}
 	run := g.pipe.Run(req)
 	res.Passes = run.Passes

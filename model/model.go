@@ -58,6 +58,18 @@ type Info struct {
 	Long bool
 }
 
+// CachePrices returns what the model's API bills for prompt-cache writes
+// and reads, in thousandths of the base input price: Anthropic bills a
+// write at 1.25x and a read at 0.1x; OpenAI caches by itself with no
+// write premium and bills a read at the cached-input price (0.1x for the
+// GPT-5 family). Other providers get Anthropic's, the dearer write.
+func (i Info) CachePrices() (write, read int) {
+	if i.Provider == OpenAI {
+		return 1000, 100
+	}
+	return 1250, 100
+}
+
 // Trigger is the dynamic compaction trigger: the window minus the maximum
 // output, the largest prompt that still leaves room for a full answer.
 func (i Info) Trigger() int { return Trigger(i.Window, i.MaxOutput) }

@@ -92,6 +92,10 @@ type Env struct {
 	// Binding reports that the model enforces thinking-block binding to
 	// the exact prefix it was produced with.
 	Binding bool
+	// CacheWrite and CacheRead are the prices of a prompt-cache write and
+	// read in thousandths of the base input price (model.Info.CachePrices);
+	// zero means Anthropic's, 1250 and 100.
+	CacheWrite, CacheRead int
 }
 
 // Current returns the bytes of span sp as earlier passes left them.

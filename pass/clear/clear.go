@@ -162,8 +162,12 @@ func New(cfg Config, blobs *store.Blobs) (*Pass, error) {
 // limits resolves the configured amounts for the request's model.
 func (p *Pass) limits(env *pipeline.Env) limits {
 	w := model.DefaultWindow
-	if env != nil && env.Window > 0 {
-		w = env.Window
+	var write, read int
+	if env != nil {
+		if env.Window > 0 {
+			w = env.Window
+		}
+		write, read = env.CacheWrite, env.CacheRead
 	}
 	return limits{
 		trigger:      p.cfg.Trigger.Resolve(w),
@@ -171,6 +175,8 @@ func (p *Pass) limits(env *pipeline.Env) limits {
 		keepUses:     p.cfg.KeepUses,
 		clearAtLeast: p.cfg.ClearAtLeast.Resolve(w),
 		payback:      p.cfg.Payback,
+		write:        write,
+		read:         read,
 	}
 }
 

@@ -26,6 +26,9 @@ type limits struct {
 	// requests (and within as many as the session has made); 0
 	// disables the rule. See paysBack.
 	payback int
+	// write and read are the cache prices, in thousandths of the base
+	// input price (pipeline.Env).
+	write, read int
 }
 
 // plan is the outcome: items in messages before clearTo are cleared;
@@ -132,7 +135,7 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 		}
 		rewritten := after - p.size(from, pl.clearTo, min(pl.thinkTo, from))
 		freed := cur - after
-		if freed >= lim.clearAtLeast && freed > 0 && paysBack(freed, rewritten, len(asst), lim.payback) {
+		if freed >= lim.clearAtLeast && freed > 0 && paysBack(freed, rewritten, len(asst), lim) {
 			pl.events = append(pl.events, event{at: at, clearTo: c, thinkTo: t, freed: freed, before: cur, after: after})
 			pl.clearTo, pl.thinkTo = c, t
 		}
@@ -142,24 +145,29 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 
 // paysBack reports whether an event that frees `freed` tokens and makes the
 // API write `rewritten` tokens again is worth it in a session that has
-// made `requests` requests so far.
+// made `requests` requests so far, at the cache prices of lim.
 //
-// With prompt caching, the rewritten part costs a cache write (1.25x)
-// instead of a cache read (0.1x) once, and every later request reads
-// `freed` fewer tokens (saving 0.1x each). So the event repays itself after
+// With prompt caching, the rewritten part costs a cache write (W: 1.25x
+// on Anthropic, 1x on OpenAI, which has no write premium) instead of a
+// cache read (R: 0.1x) once, and every later request reads `freed` fewer
+// tokens (saving R each). So the event repays itself after
 //
-//	(1.25*rewritten - 0.1*(rewritten+freed)) / (0.1*freed)
+//	(W*rewritten - R*(rewritten+freed)) / (R*freed)
 //
 // requests. How long the session will go on is unknown; it must repay
-// within `within` requests, and within as many requests as the session
+// within lim.payback requests, and within as many requests as the session
 // has made so far (a session that has run n requests tends to run about
 // as many more). Short sessions, where an event could only cost money,
-// therefore see none. within <= 0 turns the rule off.
-func paysBack(freed, rewritten, requests, within int) bool {
-	if within <= 0 {
+// therefore see none. lim.payback <= 0 turns the rule off.
+func paysBack(freed, rewritten, requests int, lim limits) bool {
+	if lim.payback <= 0 {
 		return true
 	}
-	horizon := min(within, requests)
-	// In integers: 125*r - 10*(r+f) <= 10*f*horizon.
-	return 125*int64(rewritten)-10*int64(rewritten+freed) <= 10*int64(freed)*int64(horizon)
+	w, r := int64(lim.write), int64(lim.read)
+	if w <= 0 || r <= 0 {
+		w, r = 1250, 100
+	}
+	horizon := int64(min(lim.payback, requests))
+	// In integers: W*r - R*(r+f) <= R*f*horizon.
+	return w*int64(rewritten)-r*int64(rewritten+freed) <= r*int64(freed)*horizon
 }

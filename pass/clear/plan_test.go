@@ -141,19 +141,30 @@ func TestPlanPayback(t *testing.T) {
 }
 
 func TestPaysBack(t *testing.T) {
+	openai := limits{write: 1000, read: 100}
 	for _, tc := range []struct {
 		freed, rewritten, requests, payback int
+		prices                              limits // zero: Anthropic's
 		want                                bool
 	}{
-		{1000, 1000, 11, 11, true},  // repays after 10.5 requests
-		{1000, 1000, 11, 10, false}, // not within 10
-		{1000, 1000, 10, 20, false}, // nor within the 10 requests made so far
-		{16000, 31800, 23, 10, false},
-		{40000, 31800, 23, 10, true},
-		{1, 1_000_000, 1, 0, true}, // rule off
+		{1000, 1000, 11, 11, limits{}, true},  // repays after 10.5 requests
+		{1000, 1000, 11, 10, limits{}, false}, // not within 10
+		{1000, 1000, 10, 20, limits{}, false}, // nor within the 10 requests made so far
+		{16000, 31800, 23, 10, limits{}, false},
+		{40000, 31800, 23, 10, limits{}, true},
+		{1, 1_000_000, 1, 0, limits{}, true}, // rule off
+		{1000, 1000, 11, 11, limits{write: 1250, read: 100}, true},
+		// OpenAI has no write premium: (1*r - 0.1*(r+f)) / (0.1*f)
+		{1000, 1000, 11, 10, openai, true},      // repays after 8 requests
+		{1000, 1000, 7, 10, openai, false},      // not within the 7 made so far
+		{30000, 31800, 23, 10, limits{}, false}, // after 11.2 requests on Anthropic,
+		{30000, 31800, 23, 10, openai, true},    // after 8.5 on OpenAI
+		{16000, 31800, 23, 10, openai, false},   // after 16.9
 	} {
-		if got := paysBack(tc.freed, tc.rewritten, tc.requests, tc.payback); got != tc.want {
-			t.Errorf("paysBack(%d, %d, %d, %d) = %v", tc.freed, tc.rewritten, tc.requests, tc.payback, got)
+		lim := tc.prices
+		lim.payback = tc.payback
+		if got := paysBack(tc.freed, tc.rewritten, tc.requests, lim); got != tc.want {
+			t.Errorf("paysBack(%d, %d, %d, %+v) = %v", tc.freed, tc.rewritten, tc.requests, lim, got)
 		}
 	}
 }
