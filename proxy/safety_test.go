@@ -216,9 +216,13 @@ func TestBodyReadTimeouts(t *testing.T) {
 		{"passthrough/too slow", "/v1/messages/count_tokens", false, true, "too slowly"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// 3000 bytes must arrive within 300ms + 3000/10000 s.
+			t.Parallel()
+			// 3000 bytes must arrive within 1s + 3000/1000 s, and no
+			// silence may last 1s. The bounds are far apart, so a loaded
+			// machine that delays the trickle does not make one look like
+			// the other.
 			srv, logs := newProxyServer(t, up.URL, Options{Rewriter: &identity{},
-				Timeouts: Timeouts{BodyRead: 300 * time.Millisecond, BodyMinRate: 10000}})
+				Timeouts: Timeouts{BodyRead: time.Second, BodyMinRate: 1000}})
 			conn := dialRaw(t, srv.URL)
 			head := "POST " + tc.path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 			piece := func(s string) string { return s }
@@ -228,20 +232,20 @@ func TestBodyReadTimeouts(t *testing.T) {
 			} else {
 				head += "Content-Length: 3000\r\n\r\n"
 			}
-			// 1000 bytes first: a stall then breaks the silence bound well
-			// before the rate bound (300ms + 1000/10000 s for a chunked body).
+			// 1000 bytes first: a stall then breaks the silence bound (1s)
+			// well before the rate bound (1s + 1000/1000 s for a chunked body).
 			if _, err := io.WriteString(conn, head+piece(`{"messages":[`+strings.Repeat(" ", 1000))); err != nil {
 				t.Fatal(err)
 			}
 			stop := make(chan struct{})
 			defer close(stop)
-			if tc.trickle { // 500 bytes/s, never silent for long
+			if tc.trickle { // 200 bytes/s, never silent for long
 				go func() {
 					for {
 						select {
 						case <-stop:
 							return
-						case <-time.After(20 * time.Millisecond):
+						case <-time.After(50 * time.Millisecond):
 						}
 						if _, err := io.WriteString(conn, piece("          ")); err != nil {
 							return
