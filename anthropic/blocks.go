@@ -27,19 +27,10 @@ func (p *parser) messages(v int) (int, error) {
 	}
 	if p.sawMessages {
 		// A repeated key: the last one wins, as in encoding/json.
-		p.msgs, p.ranges, p.blocks, p.parts, p.pranges = p.msgs[:0], p.ranges[:0], p.blocks[:0], p.parts[:0], p.pranges[:0]
+		p.bld.Clear()
 	}
 	p.sawMessages = true
-	if n := len(p.b)/1000 + 8; cap(p.blocks) < n {
-		// About one block per 700 bytes in Claude Code sessions: size the
-		// arrays once instead of growing them a dozen times.
-		p.blocks = make([]conversation.Block, 0, n)
-		p.pranges = make([][2]int, 0, n)
-		p.parts = make([]conversation.Part, 0, n/2)
-		p.msgs = make([]conversation.Message, 0, n/2)
-		p.ranges = make([][2]int, 0, n/2)
-	}
-	if pv := p.prev; pv != nil && pv.List.Start == i && len(p.msgs) == 0 {
+	if pv := p.prev; pv != nil && pv.List.Start == i && len(p.bld.Msgs) == 0 {
 		p.prev = nil // only the first messages key can be reused
 		s, err := jsonscan.ArrayEachAfter(p.b, i, p.reuse(pv, p.stable), p.message)
 		p.c.List = s
@@ -50,32 +41,12 @@ func (p *parser) messages(v int) (int, error) {
 	return s.End, err
 }
 
-// reuse copies the first n messages of an earlier parse of the same bytes
-// into p, as message would have built them, and returns where the last
-// of them ends.
+// reuse takes the first n messages of an earlier parse of the same bytes
+// over and returns where the last of them ends.
 func (p *parser) reuse(prev *conv, n int) int {
-	for _, m := range prev.Messages[:n] {
-		first := len(p.blocks)
-		for _, b := range m.Blocks {
-			if !b.CacheControl.IsZero() {
-				p.marks[2]++
-			}
-			fp := len(p.parts)
-			for _, pt := range b.Parts {
-				if !pt.CacheControl.IsZero() {
-					p.marks[2]++
-				}
-				p.parts = append(p.parts, pt)
-			}
-			b.Parts = nil
-			p.blocks = append(p.blocks, b)
-			p.pranges = append(p.pranges, [2]int{fp, len(p.parts)})
-		}
-		m.Blocks = nil
-		p.msgs = append(p.msgs, m)
-		p.ranges = append(p.ranges, [2]int{first, len(p.blocks)})
-	}
-	return prev.Messages[n-1].Span.End
+	end, marks := p.bld.Reuse(prev, n)
+	p.marks[2] += marks
+	return end
 }
 
 func (p *parser) message(v int) (int, error) {
@@ -88,7 +59,7 @@ func (p *parser) message(v int) (int, error) {
 		return 0, shapeErr(s.Start, "message is not an object")
 	}
 	var m conversation.Message
-	first := len(p.blocks)
+	first := len(p.bld.Blocks)
 	var sawContent bool
 	s, err := jsonscan.ObjectEach(p.b, i, dMessage, func(k span, v int) (int, error) {
 		switch string(p.keyRaw(k)) {
@@ -101,7 +72,7 @@ func (p *parser) message(v int) (int, error) {
 			return r.End, nil
 		case "content":
 			// Last one wins: drop blocks of an earlier content key.
-			p.blocks, p.pranges = p.blocks[:first], p.pranges[:first]
+			p.bld.TruncBlocks(first)
 			sawContent = true
 			c, str, err := p.content(v)
 			m.Content, m.ContentString = c, str
@@ -116,8 +87,7 @@ func (p *parser) message(v int) (int, error) {
 		return 0, shapeErr(s.Start, "message without content")
 	}
 	m.Span = s
-	p.msgs = append(p.msgs, m)
-	p.ranges = append(p.ranges, [2]int{first, len(p.blocks)})
+	p.bld.Message(m, first)
 	return s.End, nil
 }
 
@@ -146,8 +116,7 @@ func (p *parser) content(v int) (span, bool, error) {
 	if err != nil || jsonscan.KindOf(p.b, s) != jsonscan.String {
 		return s, false, err
 	}
-	p.blocks = append(p.blocks, conversation.Block{Kind: conversation.Text, Type: "text", Span: s, Text: s})
-	p.pranges = append(p.pranges, [2]int{len(p.parts), len(p.parts)})
+	p.bld.Block(conversation.Block{Kind: conversation.Text, Type: "text", Span: s, Text: s}, len(p.bld.Parts))
 	return s, true, nil
 }
 
@@ -160,13 +129,12 @@ func (p *parser) block(v int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		p.blocks = append(p.blocks, conversation.Block{Kind: conversation.Opaque, Span: s})
-		p.pranges = append(p.pranges, [2]int{len(p.parts), len(p.parts)})
+		p.bld.Block(conversation.Block{Kind: conversation.Opaque, Span: s}, len(p.bld.Parts))
 		return s.End, nil
 	}
 	var blk conversation.Block
 	var typ, isErr, text, thinking, signature, data span
-	firstPart := len(p.parts)
+	firstPart := len(p.bld.Parts)
 	s, err := jsonscan.ObjectEach(p.b, i, dBlock, func(k span, v int) (int, error) {
 		var dst *span
 		switch string(p.keyRaw(k)) {
@@ -191,7 +159,7 @@ func (p *parser) block(v int) (int, error) {
 		case "cache_control":
 			return p.cacheControl(v, dBlock+1, &blk.CacheControl, k)
 		case "content":
-			p.parts = p.parts[:firstPart]
+			p.bld.Parts = p.bld.Parts[:firstPart]
 			c, err := p.resultContent(v)
 			blk.Content = c
 			return c.End, err
@@ -249,14 +217,13 @@ func (p *parser) block(v int) (int, error) {
 		}
 	}
 	if blk.Kind != conversation.ToolResult {
-		p.parts = p.parts[:firstPart]
+		p.bld.Parts = p.bld.Parts[:firstPart]
 		blk.Content = span{}
 	}
 	if blk.Kind != conversation.ToolCall && blk.Kind != conversation.ToolResult {
 		blk.ID, blk.Name, blk.Input = span{}, span{}, span{}
 	}
-	p.blocks = append(p.blocks, blk)
-	p.pranges = append(p.pranges, [2]int{firstPart, len(p.parts)})
+	p.bld.Block(blk, firstPart)
 	return s.End, nil
 }
 
@@ -300,7 +267,7 @@ func (p *parser) resultContent(v int) (span, error) {
 	}
 	s, err := jsonscan.ValueAt(p.b, v, dParts)
 	if err == nil && jsonscan.KindOf(p.b, s) == jsonscan.String {
-		p.parts = append(p.parts, conversation.Part{Kind: conversation.Text, Span: s, Text: s})
+		p.bld.Parts = append(p.bld.Parts, conversation.Part{Kind: conversation.Text, Span: s, Text: s})
 	}
 	return s, err
 }
@@ -310,7 +277,7 @@ func (p *parser) part(v int) (int, error) {
 	if i >= len(p.b) || p.b[i] != '{' {
 		s, err := jsonscan.ValueAt(p.b, v, dPart)
 		if err == nil {
-			p.parts = append(p.parts, conversation.Part{Kind: conversation.Opaque, Span: s})
+			p.bld.Parts = append(p.bld.Parts, conversation.Part{Kind: conversation.Opaque, Span: s})
 		}
 		return s.End, err
 	}
@@ -346,7 +313,7 @@ func (p *parser) part(v int) (int, error) {
 	default:
 		pt.Kind = conversation.Opaque
 	}
-	p.parts = append(p.parts, pt)
+	p.bld.Parts = append(p.bld.Parts, pt)
 	return s.End, nil
 }
 

@@ -6,10 +6,10 @@ package anthropic
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/convbuild"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/protocol"
 )
@@ -79,17 +79,7 @@ func ParseAfter(body []byte, prev *conv, stable int) (*conv, error) {
 // The last message of prev is never counted: clients re-encode it (Claude
 // Code moves its cache marker off it), and a message is only stable when
 // the message after it starts in the shared bytes too.
-func Stable(prev *conv, body []byte) int {
-	if prev == nil || len(prev.Messages) < 2 {
-		return 0
-	}
-	n := jsonscan.CommonPrefix(prev.Body, body)
-	k := 0
-	for k+1 < len(prev.Messages) && prev.Messages[k+1].Span.Start < n {
-		k++
-	}
-	return k
-}
+func Stable(prev *conv, body []byte) int { return convbuild.Stable(prev, body, nil) }
 
 // parsers holds parsers with their arrays, so a request's Parse reuses the
 // memory of an earlier, released one instead of allocating and clearing
@@ -98,12 +88,8 @@ var parsers = sync.Pool{New: func() any { return new(parser) }}
 
 // reset readies p for body, keeping the capacity of its arrays.
 func (p *parser) reset(body []byte) {
-	*p = parser{
-		b:      body,
-		prev:   nil,
-		blocks: p.blocks[:0], parts: p.parts[:0], msgs: p.msgs[:0], ranges: p.ranges[:0], pranges: p.pranges[:0],
-		out: p.out[:0],
-	}
+	*p = parser{b: body, bld: p.bld}
+	p.bld.Reset(len(body))
 }
 
 type parser struct {
@@ -114,14 +100,7 @@ type parser struct {
 	// top-level key replaces its section, as the last value wins.
 	marks   [3]int
 	section int
-	blocks  []conversation.Block
-	parts   []conversation.Part
-	msgs    []conversation.Message
-	out     []conversation.Message // the Messages slice handed out, reused across parses
-	// per message: index range into blocks
-	ranges [][2]int
-	// per block: index range into parts
-	pranges [][2]int
+	bld     convbuild.Builder // messages, blocks and parts, reused across parses
 	// prev and stable: messages to take from an earlier parse (ParseAfter).
 	prev   *conv
 	stable int
@@ -192,16 +171,7 @@ func (p *parser) parse() (*conv, error) {
 	p.c.Root = root
 	p.c.Dialect = dialect{}
 	p.c.CacheMarkers = p.marks[0] + p.marks[1] + p.marks[2]
-	for i := range p.blocks {
-		r := p.pranges[i]
-		p.blocks[i].Parts = p.parts[r[0]:r[1]:r[1]]
-	}
-	p.out = slices.Grow(p.out[:0], len(p.ranges))[:len(p.ranges)]
-	for i, r := range p.ranges {
-		p.out[i] = p.msgs[i]
-		p.out[i].Blocks = p.blocks[r[0]:r[1]:r[1]]
-	}
-	p.c.Messages = p.out
+	p.c.Messages = p.bld.Done()
 	p.pair()
 	return &p.c, nil
 }

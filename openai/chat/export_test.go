@@ -1,0 +1,4 @@
+package chat
+
+// SessionRequests is sessionRequests, for the tests of package chat_test.
+var SessionRequests = sessionRequests
