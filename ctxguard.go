@@ -29,6 +29,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/pass/clear"
 	"github.com/ctxguard/ctxguard/pass/compress"
@@ -189,7 +190,7 @@ func (g *Guard) Persistent() bool {
 // Anthropic Messages API, the OpenAI Responses API and OpenAI Chat
 // Completions.
 func Protocols() []protocol.Protocol {
-	return []protocol.Protocol{anthropic.Protocol, responses.Protocol}
+	return []protocol.Protocol{anthropic.Protocol, responses.Protocol, chat.Protocol}
 }
 
 // Compile builds the pipeline cfg describes, in the order passes must run:

@@ -28,6 +28,7 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/proxy"
@@ -82,19 +83,20 @@ func corpus(t testing.TB) map[string]stream {
 		glob  string
 	}{
 		{responses.Protocol, "openai/responses/testdata/codex/*.body.raw"},
+		{chat.Protocol, "openai/chat/testdata/opencode-*.body.json"},
 	} {
 		files, _ := filepath.Glob(c.glob)
 		if len(files) == 0 {
 			t.Fatalf("no captures at %s", c.glob)
 		}
-		// NAME-NNNN.body.raw: request NNNN of capture NAME, one stream.
+		// NAME-NNNN.body.*: request NNNN of capture NAME, one stream.
 		slices.Sort(files)
 		for _, f := range files {
 			b, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			name := strings.TrimSuffix(f, ".body.raw")
+			name, _, _ := strings.Cut(f, ".body.")
 			if i := strings.LastIndexByte(name, '-'); i > 0 {
 				name = name[:i]
 			}
@@ -150,6 +152,8 @@ func validRewrite(p protocol.Protocol, cfg config.Config, orig, sent []byte) err
 		return validate.Rewrite(orig, sent, Allowed(cfg))
 	case responses.Protocol:
 		return responses.ValidateRewrite(orig, sent)
+	case chat.Protocol:
+		return chat.ValidateRewrite(orig, sent)
 	}
 	return fmt.Errorf("no validator for protocol %s", p.Name())
 }

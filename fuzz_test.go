@@ -8,17 +8,20 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/store"
 )
 
-// FuzzRewriteBody: whatever a client sends, the Guard never panics, with
-// every rule off it forwards the bytes unchanged, and with the defaults a
-// valid JSON body stays valid JSON and an invalid one is forwarded as it
-// came.
+// FuzzRewriteBody: whatever a client sends, as a request of any protocol,
+// the Guard never panics, with every rule off it forwards the bytes
+// unchanged, and with the defaults a valid JSON body stays valid JSON and
+// an invalid one is forwarded as it came.
 func FuzzRewriteBody(f *testing.F) {
 	files, _ := filepath.Glob("testdata/fidelity/*.json")
+	captures, _ := filepath.Glob("openai/responses/testdata/codex/*.body.raw")
+	chats, _ := filepath.Glob("openai/chat/testdata/opencode-*.body.json")
+	captures = append(captures, chats...)
+	files = append(files, captures...)
 	for _, p := range files {
 		b, _ := os.ReadFile(p)
 		f.Add(b)
@@ -41,18 +44,20 @@ func FuzzRewriteBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		orig := bytes.Clone(body)
-		if r := gOff.RewriteBody(context.Background(), anthropic.Protocol, nil, body); !bytes.Equal(r.Body, orig) {
-			t.Fatal("all rules off changed the body")
-		}
-		r := gOn.RewriteBody(context.Background(), anthropic.Protocol, nil, body)
-		if !bytes.Equal(body, orig) {
-			t.Fatal("input modified")
-		}
-		if json.Valid(orig) != json.Valid(r.Body) {
-			t.Fatalf("validity changed: %q -> %q", orig, r.Body)
-		}
-		if !json.Valid(orig) && !bytes.Equal(r.Body, orig) {
-			t.Fatal("invalid JSON was not forwarded untouched")
+		for _, p := range Protocols() {
+			if r := gOff.RewriteBody(context.Background(), p, nil, body); !bytes.Equal(r.Body, orig) {
+				t.Fatalf("%s: all rules off changed the body", p.Name())
+			}
+			r := gOn.RewriteBody(context.Background(), p, nil, body)
+			if !bytes.Equal(body, orig) {
+				t.Fatalf("%s: input modified", p.Name())
+			}
+			if json.Valid(orig) != json.Valid(r.Body) {
+				t.Fatalf("%s: validity changed: %q -> %q", p.Name(), orig, r.Body)
+			}
+			if !json.Valid(orig) && !bytes.Equal(r.Body, orig) {
+				t.Fatalf("%s: invalid JSON was not forwarded untouched", p.Name())
+			}
 		}
 	})
 }

@@ -255,7 +255,9 @@ func (s *Source) Sized(p Protocol, size int, clientSession string) (Body, error)
 	return Body{Data: body, Rounds: n, Copies: (n + len(s.rounds) - 1) / len(s.rounds)}, nil
 }
 
-// buildOptions is how bodies of protocol p are built from a session.
+// buildOptions is how bodies of protocol p are built from a session: the
+// session's Anthropic-shaped messages written in the API's shape
+// (transcript.BuildOptions.Protocol), as Codex and opencode lay them out.
 func buildOptions(p Protocol) transcript.BuildOptions {
-	return transcript.BuildOptions{}
+	return transcript.BuildOptions{Protocol: string(p)}
 }

@@ -6,7 +6,11 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/internal/module"
+	"github.com/ctxguard/ctxguard/openai/chat"
+	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/validate"
 )
 
@@ -125,3 +129,46 @@ func TestSized(t *testing.T) {
 }
 
 func abs(n int) int { return max(n, -n) }
+
+// TestBodyProtocols: the same session's bodies in every protocol parse,
+// are valid requests of their API, carry the worker's session id, and
+// differ between stream and JSON only in the stream flag.
+func TestBodyProtocols(t *testing.T) {
+	src := testSource(t)
+	n := src.Rounds + 1
+	for _, tc := range []struct {
+		p        Protocol
+		proto    protocol.Protocol
+		validate func([]byte) error
+	}{
+		{Anthropic, anthropic.Protocol, validate.Request},
+		{Responses, responses.Protocol, responses.Validate},
+		{Chat, chat.Protocol, chat.Validate},
+	} {
+		body, err := src.Body(tc.p, n, sessionID(2), true)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.p, err)
+		}
+		if err := tc.validate(body); err != nil {
+			t.Errorf("%s: invalid request: %v", tc.p, err)
+		}
+		c, err := tc.proto.Parse(body)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.p, err)
+		}
+		if !c.Stream || len(c.Messages) < 2*src.Rounds {
+			t.Errorf("%s: stream %v, %d messages for %d rounds", tc.p, c.Stream, len(c.Messages), n)
+		}
+		c.Release()
+		if tc.p != Chat && !bytes.Contains(body, []byte(sessionID(2))) {
+			t.Errorf("%s: the session id is not in the body", tc.p)
+		}
+		js, err := src.Body(tc.p, n, sessionID(2), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(bytes.Replace(js, []byte(`"stream":false`), []byte(`"stream":true`), 1), body) {
+			t.Errorf("%s: the JSON body differs from the streamed one by more than the stream flag", tc.p)
+		}
+	}
+}

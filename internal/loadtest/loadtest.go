@@ -34,14 +34,17 @@
 // own, and both proxies pay the same two loopback hops, so the passthrough
 // differs from ctxguard only in the work ctxguard does.
 //
-// Request bodies are Claude Code requests rebuilt by transcript.Builder
-// from a real session (DefaultSessions; NewSource picks the largest): the
-// session's first user message, then its tool rounds in order, repeated
-// with fresh tool ids ("_r1", "_r2", ...) until the body is closest to the
-// target size, so ctxguard parses, compresses and clears as much as it
-// would in a session that long. Each concurrent worker is a session of its
-// own (its own session id in metadata.user_id and
-// x-claude-code-session-id) and sends the same body every time, as a
+// Request bodies are rebuilt by transcript.Builder from a real Claude Code
+// session (DefaultSessions; NewSource picks the largest): the session's
+// first user message, then its tool rounds in order, repeated with fresh
+// tool ids ("_r1", "_r2", ...) until the body is closest to the target
+// size, so ctxguard parses, compresses and clears as much as it would in a
+// session that long. Each protocol gets the same session in its own shape
+// (transcript.BuildOptions.Protocol): Messages requests as Claude Code
+// sends them, Responses requests as Codex does, Chat Completions requests
+// as opencode does, each with its client's headers. Each concurrent
+// worker is a session of its own (its own session id in the body and in
+// the client's session header) and sends the same body every time, as a
 // client re-sending its history does: every block was seen before, which
 // is true of all but the newest turn of a real session. Bodies are
 // deterministic.

@@ -84,7 +84,7 @@ func TestFitRSS(t *testing.T) {
 	slope, base, _ := FitLine(x, y)
 	// The base needed at slope 3: 12-0.29=11.71, 14-3=11, 34-24=10.
 	want := &RSSFit{Points: 4, Slope: slope, BaseMiB: base, IdleMiB: 10,
-		NeededMiB: 12 - 3*0.09765625, WorstCase: "100KB c=1 sse"}
+		NeededMiB: 12 - 3*0.09765625, WorstCase: "anthropic 100KB c=1 sse"}
 	if diff := cmp.Diff(want, r.RSS, approx); diff != "" {
 		t.Errorf("FitRSS (-want +got):\n%s", diff)
 	}
@@ -106,13 +106,13 @@ func TestChecks(t *testing.T) {
 	}
 	relayName := "added SSE first-byte relay p50 over passthrough"
 	want := []row{
-		{relayName, "100KB c=1 sse", 0.1, true},
-		{"added latency p50 over passthrough", "1MB c=1 sse", 0.9, true},
-		{"added latency p99 over passthrough", "1MB c=1 sse", 2, true},
-		{relayName, "1MB c=1 sse", 0.7, false},
-		{"added latency p50 over passthrough", "1MB c=1 json", 1.1, false},
-		{"added latency p99 over passthrough", "1MB c=1 json", 3.5, false},
-		{relayName, "1MB c=8 sse", 0.5, true},
+		{relayName, "anthropic 100KB c=1 sse", 0.1, true},
+		{"added latency p50 over passthrough", "anthropic 1MB c=1 sse", 0.9, true},
+		{"added latency p99 over passthrough", "anthropic 1MB c=1 sse", 2, true},
+		{relayName, "anthropic 1MB c=1 sse", 0.7, false},
+		{"added latency p50 over passthrough", "anthropic 1MB c=1 json", 1.1, false},
+		{"added latency p99 over passthrough", "anthropic 1MB c=1 json", 3.5, false},
+		{relayName, "anthropic 1MB c=8 sse", 0.5, true},
 		{"peak RSS slope ≤ 3 × body × c (+ fixed base)", "all cases", r.RSS.Slope, r.RSS.Slope <= 3},
 	}
 	if diff := cmp.Diff(want, got, approx); diff != "" {
@@ -123,7 +123,7 @@ func TestChecks(t *testing.T) {
 	r.Cases[1].Targets[2].VsPassthrough = nil
 	r.RSS = nil
 	for _, k := range Checks(r) {
-		if (k.Case == "1MB c=1 sse" || k.Case == "all cases") && (k.Met || k.Note != "no data") {
+		if (k.Case == "anthropic 1MB c=1 sse" || k.Case == "all cases") && (k.Met || k.Note != "no data") {
 			t.Errorf("check without data: %+v", k)
 		}
 	}
@@ -142,7 +142,7 @@ func TestWriteText(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"ctxguard overhead benchmark, 2026-11-22T00:00:00Z, took 1m0s",
-		"100KB c=1 sse", "1MB c=8 sse", "passthrough", "+0.90", // 1MB c=1 sse ctxguard over passthrough p50
+		"anthropic 100KB c=1 sse", "anthropic 1MB c=8 sse", "passthrough", "+0.90", // 1MB c=1 sse ctxguard over passthrough p50
 		"compress,clear", "100 -> 40",
 		"100KB c=1 sse ctxguard: 2 failed, first: status 502",
 		"MISSED  added latency p50 over passthrough",
@@ -185,7 +185,7 @@ func TestWriteBenchfmt(t *testing.T) {
 	if got, want := len(lines), 4+3*len(r.Cases); got != want {
 		t.Errorf("%d lines, want %d", got, want)
 	}
-	want := "BenchmarkOverhead/size=1MB/c=1/mode=json/target=ctxguard-2\t10\t2600000 p50-ns\t6500000 p99-ns\t1300000 ttfb-p50-ns\t200000 relay-p50-ns\t1000000 cpu-ns/req\t14680064 peak-rss-B"
+	want := "BenchmarkOverhead/proto=anthropic/size=1MB/c=1/mode=json/target=ctxguard-2\t10\t2600000 p50-ns\t6500000 p99-ns\t1300000 ttfb-p50-ns\t200000 relay-p50-ns\t1000000 cpu-ns/req\t14680064 peak-rss-B"
 	if !strings.Contains(b.String(), want+"\n") {
 		t.Errorf("benchfmt lacks\n%s\nin\n%s", want, b.String())
 	}

@@ -27,7 +27,8 @@ func TestProtocol(t *testing.T) {
 		{"GET", "/v1/chat/completions", nil, protocol.Yes, false},
 		{"POST", "/v1/models", nil, protocol.Maybe, false},
 		{"POST", "/v1/messages", anth, protocol.No, false},
-		{"POST", "/chat/completions", nil, protocol.Maybe, false},
+		{"POST", "/chat/completions", nil, protocol.No, false}, // not the API's surface: its upstream as before
+		{"POST", "/x", nil, protocol.No, false},
 	} {
 		if got := p.Claim(tc.method, tc.path, tc.h); got != tc.claim {
 			t.Errorf("Claim(%s %s) = %v, want %v", tc.method, tc.path, got, tc.claim)

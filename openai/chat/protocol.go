@@ -26,7 +26,7 @@ func (chatAPI) Claim(method, path string, h http.Header) protocol.Claim {
 	if path == Path {
 		return protocol.Yes
 	}
-	return openai.Claim(h)
+	return openai.Claim(path, h)
 }
 
 // Rewritable implements protocol.Protocol: POST /v1/chat/completions.
@@ -47,3 +47,6 @@ func (chatAPI) NewUsageTap(contentType string) protocol.UsageTap { return NewUsa
 func (chatAPI) AppendError(dst []byte, k protocol.Kind, message, id string) []byte {
 	return openai.AppendError(dst, k, message, id)
 }
+
+// ErrorStatus implements protocol.StatusMapper (openai.ErrorStatus).
+func (chatAPI) ErrorStatus(k protocol.Kind, status int) int { return openai.ErrorStatus(k, status) }
