@@ -20,3 +20,15 @@ func FuzzClear(f *testing.F) {
 	}
 	f.Fuzz(checkFuzzInput)
 }
+
+// FuzzClearProtocols is FuzzClear with the protocol the session is
+// written in (Anthropic, Responses, Chat Completions) drawn from the
+// input too, each rewrite checked by its protocol's validator
+// (protocols_property_test.go). Inputs worth keeping are in
+// testdata/fuzz/FuzzClearProtocols.
+func FuzzClearProtocols(f *testing.F) {
+	for _, seed := range []string{"", "\x01", "\x02", "responses", "chat completions"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(checkFuzzProtocols)
+}
