@@ -174,7 +174,11 @@ type streamReq struct {
 // propStats counts what a check covered.
 type propStats struct {
 	sessions, requests, events, markerMoves, compared int
-	eventsPerRequest                                  map[int]int // events at a request -> requests
+	// stubs: rewritten results and inputs checked against their blobs;
+	// dropped: results no longer sent (trimmed rounds), summed over the
+	// requests.
+	stubs, dropped   int
+	eventsPerRequest map[int]int // events at a request -> requests
 	// measured/planned: at the events with a previous request, the
 	// growth of the tokens the rewrite saves over the plan's freed.
 	measured, planned int
@@ -187,6 +191,8 @@ func (s *propStats) add(o propStats) {
 	s.events += o.events
 	s.markerMoves += o.markerMoves
 	s.compared += o.compared
+	s.stubs += o.stubs
+	s.dropped += o.dropped
 	if s.eventsPerRequest == nil {
 		s.eventsPerRequest = map[int]int{}
 	}
@@ -205,8 +211,8 @@ func (s propStats) String() string {
 	if s.planned > 0 {
 		ratio = float64(s.measured) / float64(s.planned)
 	}
-	return fmt.Sprintf("%d sessions, %d requests (%d compared with the previous), %d edit events, %d spare-marker moves, events per request %v, freed at events measured/planned %.3f (lowest %.3f)",
-		s.sessions, s.requests, s.compared, s.events, s.markerMoves, s.eventsPerRequest, ratio, s.minRatio)
+	return fmt.Sprintf("%d sessions, %d requests (%d compared with the previous), %d edit events, %d spare-marker moves, events per request %v, freed at events measured/planned %.3f (lowest %.3f), %d stubs checked, %d results dropped",
+		s.sessions, s.requests, s.compared, s.events, s.markerMoves, s.eventsPerRequest, ratio, s.minRatio, s.stubs, s.dropped)
 }
 
 // requested is what one request produced and what the next is checked
@@ -255,6 +261,8 @@ func checkWireStream(t testing.TB, w wire, pc propConfig, name string, reqs []st
 			return st
 		}
 		st.requests++
+		st.stubs += len(cur.stubResults) + len(cur.stubInputs)
+		st.dropped += len(cur.dropped)
 		n := 0
 		for _, e := range cur.pl.events {
 			if e.at == len(cur.origC.Messages) {
@@ -789,8 +797,9 @@ func generated(t testing.TB, r *rand.Rand, opt sessiongen.Options) []streamReq {
 }
 
 // realStreams loads the Claude Code transcripts under dir as request
-// streams, by session ID.
-func realStreams(t testing.TB, dir string) map[string][]streamReq {
+// streams, by session ID, written in protocol proto ("" for Anthropic's,
+// as Claude Code sent them).
+func realStreams(t testing.TB, dir, proto string) map[string][]streamReq {
 	t.Helper()
 	ss, err := transcript.Load([]string{dir}, transcript.Options{})
 	if err != nil {
@@ -798,7 +807,7 @@ func realStreams(t testing.TB, dir string) map[string][]streamReq {
 	}
 	out := map[string][]streamReq{}
 	for _, s := range ss {
-		b, err := transcript.NewBuilder(s, transcript.BuildOptions{})
+		b, err := transcript.NewBuilder(s, transcript.BuildOptions{Protocol: proto})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -881,7 +890,7 @@ func TestPropertiesReal(t *testing.T) {
 	}
 	var total propStats
 	for _, dir := range dirs {
-		streams := realStreams(t, dir)
+		streams := realStreams(t, dir, "")
 		ids := make([]string, 0, len(streams))
 		for id := range streams {
 			ids = append(ids, id)

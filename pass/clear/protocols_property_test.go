@@ -22,7 +22,10 @@ package clear
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"os"
+	"slices"
 	"testing"
 
 	"github.com/ctxguard/ctxguard/anthropic"
@@ -141,4 +144,30 @@ func checkFuzzProtocols(t *testing.T, data []byte) {
 	opt := sessiongen.Options{Turns: 2 + r.IntN(30), MaxResult: 500 << r.IntN(7), TrailingImages: r.IntN(2) == 0, Protocol: w.name}
 	reqs := generated(t, r, opt)
 	checkWireStream(t, w, pc, fmt.Sprintf("fuzz %s %+v %+v", w.name, pc, opt), reqs)
+}
+
+// TestPropertiesProtocolsReal checks every property on the real Claude
+// Code sessions in transcript/testdata (and in $CTXGUARD_SESSIONS)
+// written as Responses and Chat Completions requests (TestPropertiesReal
+// checks them as sent).
+func TestPropertiesProtocolsReal(t *testing.T) {
+	dirs := []string{"../../transcript/testdata/claude-code"}
+	if d := os.Getenv("CTXGUARD_SESSIONS"); d != "" {
+		dirs = append(dirs, d)
+	}
+	for _, w := range wires[1:] {
+		var total propStats
+		for _, dir := range dirs {
+			streams := realStreams(t, dir, w.name)
+			for _, pc := range append(propConfigs(), trimConfig()) {
+				for _, id := range slices.Sorted(maps.Keys(streams)) {
+					total.add(checkWireStream(t, w, pc, w.name+" "+id, streams[id]))
+					if t.Failed() {
+						return
+					}
+				}
+			}
+		}
+		t.Logf("%s: %v", w.name, total)
+	}
 }
