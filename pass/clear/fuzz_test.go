@@ -27,7 +27,9 @@ func FuzzClear(f *testing.F) {
 // (protocols_property_test.go). Inputs worth keeping are in
 // testdata/fuzz/FuzzClearProtocols.
 func FuzzClearProtocols(f *testing.F) {
-	for _, seed := range []string{"", "\x01", "\x02", "responses", "chat completions"} {
+	// The eighth byte picks the protocol: under 0x56 Anthropic, then
+	// Responses, from 0xab Chat ("ctxguard": Responses).
+	for _, seed := range []string{"", "\x00\x00\x00\x00\x00\x00\x00\x70", "\x00\x00\x00\x00\x00\x00\x00\xd0", "ctxguard", "\xff\xff\xff\xff\xff\xff\xff\xff"} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(checkFuzzProtocols)
