@@ -732,6 +732,11 @@ func checkSticky(t testing.TB, pc propConfig, where string, prev, cur *requested
 	if !here && !bytes.HasPrefix(now, was) {
 		t.Errorf("%s: the rewrite changed bytes of the previous request's messages without an event: %s", where, firstDiff(was, now))
 	}
+	// So is everything before them (compared is only set when the
+	// client's was the same).
+	if !here && !bytes.Equal(prev.sent[:prev.sentC.List.Start], cur.sent[:cur.sentC.List.Start]) {
+		t.Errorf("%s: the request before the messages changed without an event: %s", where, firstDiff(prev.sent[:prev.sentC.List.Start], cur.sent[:cur.sentC.List.Start]))
+	}
 	// Everything after the messages is the client's (plus the binding
 	// setting, which never changes within a session).
 	if bytes.Equal(tail(prev.origC), tail(cur.origC)) && !bytes.Equal(tail(prev.sentC), tail(cur.sentC)) {
