@@ -55,7 +55,10 @@ package clear
 // regression tests: TestMarkerCostReplay (a moving marker changed a
 // block's price), TestInputFreed (the plan over-counted cleared inputs),
 // TestFrameChange (a changed system or tool list changed the plan),
-// TestTrimValid and TestTrimFirstStub (trimming).
+// TestTrimValid and TestTrimFirstStub (trimming); and in package
+// validate, TestRewriteTrimRepeatedText (the validator misaligned a
+// trimmed run; found by protocols_property_test.go, which runs these
+// checks over Anthropic, Responses and Chat Completions requests).
 
 import (
 	"github.com/ctxguard/ctxguard/internal/prompt"
