@@ -18,7 +18,9 @@ package clear
 // event (7), and monotonicity: the plan replays, a cleared result or
 // input keeps its stub, a dropped round stays dropped (8).
 //
-// CTXGUARD_PROPERTY_LONG=1 runs many more sessions.
+// CTXGUARD_PROPERTY_LONG=1 runs many more sessions (200 per protocol and
+// configuration), and long full-profile sessions under the shipped
+// defaults.
 
 import (
 	"fmt"
@@ -122,6 +124,18 @@ func TestPropertiesProtocols(t *testing.T) {
 				for seed := range uint64(wireSessions()) {
 					reqs := generatedIn(t, w, seed, sessiongen.Options{MaxResult: 30_000})
 					total.add(checkWireStream(t, w, pc, fmt.Sprintf("%s seed %d", w.name, seed), reqs))
+					if t.Failed() {
+						return
+					}
+				}
+			}
+			if longRun() {
+				// The shipped defaults on long sessions with Claude
+				// Code's full-size profile, where they fire events.
+				for seed := range uint64(10) {
+					opt := sessiongen.Options{Turns: 90 + int(seed%3)*30, MaxResult: 60_000, FullProfile: true}
+					reqs := generatedIn(t, w, seed, opt)
+					total.add(checkWireStream(t, w, propConfigs()[seed%2*5], fmt.Sprintf("%s long seed %d", w.name, seed), reqs))
 					if t.Failed() {
 						return
 					}
