@@ -256,8 +256,9 @@ func (d *differ) uniqueKey(b []byte, blk *block) string {
 
 // fingerprint hashes what identifies a message whose removable blocks may
 // be gone: its members other than content, and its anchor blocks as
-// identity sees them. ok is false when it has no anchor block.
-func (d *differ) fingerprint(b []byte, m *msg) (h uint64, ok bool) {
+// identity sees them, but for block skip (-1: none). ok is false when it
+// has no other anchor block.
+func (d *differ) fingerprint(b []byte, m *msg, skip int) (h uint64, ok bool) {
 	var x maphash.Hash
 	x.SetSeed(d.seed)
 	x.Write(b[m.Span.Start:m.Content.Start])
@@ -265,7 +266,7 @@ func (d *differ) fingerprint(b []byte, m *msg) (h uint64, ok bool) {
 	x.Write(b[m.Content.End:m.Span.End])
 	for i := range m.Blocks {
 		blk := &m.Blocks[i]
-		if !anchor(blk) {
+		if !anchor(blk) || i == skip {
 			continue
 		}
 		ok = true
@@ -323,21 +324,36 @@ func (d *differ) align() {
 				}
 			}
 		}
-		if h, ok := d.fingerprint(ob, &om[i]); ok {
+		if h, ok := d.fingerprint(ob, &om[i], -1); ok {
 			fps[h] = append(fps[h], i)
 		}
 	}
 	used := map[string]bool{} // unique keys present in the rewritten request
 	d.usedKeys = used
-	rfp := make([]uint64, len(rm))
-	ranch := make([]bool, len(rm))
+	// The fingerprints a rewritten message may match an original by: its
+	// own, and with round trimming also without each of its text blocks
+	// (the note trimming adds to a message whose results were dropped, as
+	// blocks() allows: without this, a message whose other text recurs
+	// in an earlier message of the dropped run, such as "[Request
+	// interrupted by user]", matched nothing, and a message before it
+	// took its original).
+	rfps := make([][]uint64, len(rm))
 	for j := range rm {
 		for k := range rm[j].Blocks {
 			if key := d.uniqueKey(rb, &rm[j].Blocks[k]); key != "" {
 				used[key] = true
 			}
 		}
-		rfp[j], ranch[j] = d.fingerprint(rb, &rm[j])
+		if h, ok := d.fingerprint(rb, &rm[j], -1); ok {
+			rfps[j] = append(rfps[j], h)
+		}
+		for k := range rm[j].Blocks {
+			if d.opts.AllowRoundTrimming && d.opts.AllowMessageRemoval && rm[j].Blocks[k].Kind == conversation.Text {
+				if h, ok := d.fingerprint(rb, &rm[j], k); ok {
+					rfps[j] = append(rfps[j], h)
+				}
+			}
+		}
 	}
 	// strong finds the original message that rewritten message j is by
 	// identity, before limit; late reports a match only at or after it.
@@ -349,15 +365,15 @@ func (d *differ) align() {
 				}
 			}
 		}
-		if ranch[j] {
-			list := fps[rfp[j]]
+		for _, h := range rfps[j] {
+			list := fps[h]
 			x, _ := slices.BinarySearch(list, limit)
 			if x > 0 {
 				return list[x-1], false
 			}
-			return -1, len(list) > 0
+			late = late || len(list) > 0
 		}
-		return -1, false
+		return -1, late
 	}
 	claimed := make([]bool, len(om))
 	for j, limit := len(rm)-1, len(om); j >= 0; j-- {

@@ -270,3 +270,30 @@ func TestRewriteSmall(t *testing.T) {
 		})
 	}
 }
+
+// TestRewriteTrimRepeatedText: a regression test (found by the property
+// tests of pass/clear over generated sessions). Tool-round trimming keeps
+// the text of a dropped round's user message and puts its note first in
+// the run's last user message; when that text recurs in an earlier
+// message of the run ("[Request interrupted by user]" after two rounds),
+// the alignment matched the earlier kept text with the later original
+// and reported the note's message as added.
+func TestRewriteTrimRepeatedText(t *testing.T) {
+	const intr = `{"type":"text","text":"[Request interrupted by user]"}`
+	round := func(id string) string {
+		return `{"role":"assistant","content":[{"type":"tool_use","id":"` + id + `","name":"Bash","input":{"command":"ls"}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"` + id + `","content":"out"},` + intr + `]},`
+	}
+	placeholder := `{"role":"assistant","content":[{"type":"text","text":"[earlier tool work, dropped by ctxguard]"}]},`
+	frame := func(msgs string) []byte {
+		return []byte(`{"model":"m","max_tokens":100,"messages":[{"role":"user","content":"go"},` + msgs +
+			`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_3","name":"Bash","input":{"command":"pwd"}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_3","content":"/"}]}]}`)
+	}
+	orig := frame(round("toolu_1") + round("toolu_2"))
+	sent := frame(placeholder + `{"role":"user","content":[` + intr + `]},` +
+		placeholder + `{"role":"user","content":[{"type":"text","text":"[ctxguard dropped 2 earlier tool rounds]"},` + intr + `]},`)
+	if err := Rewrite(orig, sent, Options{AllowMessageRemoval: true, AllowRoundTrimming: true}); err != nil {
+		t.Error(err)
+	}
+}

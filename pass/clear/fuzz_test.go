@@ -20,3 +20,17 @@ func FuzzClear(f *testing.F) {
 	}
 	f.Fuzz(checkFuzzInput)
 }
+
+// FuzzClearProtocols is FuzzClear with the protocol the session is
+// written in (Anthropic, Responses, Chat Completions) drawn from the
+// input too, each rewrite checked by its protocol's validator
+// (protocols_property_test.go). Inputs worth keeping are in
+// testdata/fuzz/FuzzClearProtocols.
+func FuzzClearProtocols(f *testing.F) {
+	// The eighth byte picks the protocol: under 0x56 Anthropic, then
+	// Responses, from 0xab Chat ("ctxguard": Responses).
+	for _, seed := range []string{"", "\x00\x00\x00\x00\x00\x00\x00\x70", "\x00\x00\x00\x00\x00\x00\x00\xd0", "ctxguard", "\xff\xff\xff\xff\xff\xff\xff\xff"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(checkFuzzProtocols)
+}

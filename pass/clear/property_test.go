@@ -55,7 +55,10 @@ package clear
 // regression tests: TestMarkerCostReplay (a moving marker changed a
 // block's price), TestInputFreed (the plan over-counted cleared inputs),
 // TestFrameChange (a changed system or tool list changed the plan),
-// TestTrimValid and TestTrimFirstStub (trimming).
+// TestTrimValid and TestTrimFirstStub (trimming); and in package
+// validate, TestRewriteTrimRepeatedText (the validator misaligned a
+// trimmed run; found by protocols_property_test.go, which runs these
+// checks over Anthropic, Responses and Chat Completions requests).
 
 import (
 	"github.com/ctxguard/ctxguard/internal/prompt"
@@ -174,7 +177,11 @@ type streamReq struct {
 // propStats counts what a check covered.
 type propStats struct {
 	sessions, requests, events, markerMoves, compared int
-	eventsPerRequest                                  map[int]int // events at a request -> requests
+	// stubs: rewritten results and inputs checked against their blobs;
+	// dropped: results no longer sent (trimmed rounds), summed over the
+	// requests.
+	stubs, dropped   int
+	eventsPerRequest map[int]int // events at a request -> requests
 	// measured/planned: at the events with a previous request, the
 	// growth of the tokens the rewrite saves over the plan's freed.
 	measured, planned int
@@ -187,6 +194,8 @@ func (s *propStats) add(o propStats) {
 	s.events += o.events
 	s.markerMoves += o.markerMoves
 	s.compared += o.compared
+	s.stubs += o.stubs
+	s.dropped += o.dropped
 	if s.eventsPerRequest == nil {
 		s.eventsPerRequest = map[int]int{}
 	}
@@ -205,8 +214,8 @@ func (s propStats) String() string {
 	if s.planned > 0 {
 		ratio = float64(s.measured) / float64(s.planned)
 	}
-	return fmt.Sprintf("%d sessions, %d requests (%d compared with the previous), %d edit events, %d spare-marker moves, events per request %v, freed at events measured/planned %.3f (lowest %.3f)",
-		s.sessions, s.requests, s.compared, s.events, s.markerMoves, s.eventsPerRequest, ratio, s.minRatio)
+	return fmt.Sprintf("%d sessions, %d requests (%d compared with the previous), %d edit events, %d spare-marker moves, events per request %v, freed at events measured/planned %.3f (lowest %.3f), %d stubs checked, %d results dropped",
+		s.sessions, s.requests, s.compared, s.events, s.markerMoves, s.eventsPerRequest, ratio, s.minRatio, s.stubs, s.dropped)
 }
 
 // requested is what one request produced and what the next is checked
@@ -232,6 +241,13 @@ type requested struct {
 // property. It reports failures on t and returns what it covered.
 func checkStream(t testing.TB, pc propConfig, name string, reqs []streamReq) propStats {
 	t.Helper()
+	return checkWireStream(t, anthropicWire, pc, name, reqs)
+}
+
+// checkWireStream is checkStream for the requests of a protocol
+// (protocols_property_test.go).
+func checkWireStream(t testing.TB, w wire, pc propConfig, name string, reqs []streamReq) propStats {
+	t.Helper()
 	st := propStats{sessions: 1, eventsPerRequest: map[int]int{}}
 	longStore := store.NewMemory()
 	long, err := New(pc.cfg, &store.Blobs{Store: longStore, BaseURL: propBaseURL})
@@ -243,11 +259,13 @@ func checkStream(t testing.TB, pc propConfig, name string, reqs []streamReq) pro
 	var prev *requested
 	for k, rq := range reqs {
 		where := fmt.Sprintf("%s [%s] request %d", name, pc.name, k)
-		cur, ok := checkRequest(t, pc, where, rq.body, longPipe, long, longStore, cache)
+		cur, ok := checkRequest(t, w, pc, where, rq.body, longPipe, long, longStore, cache)
 		if !ok {
 			return st
 		}
 		st.requests++
+		st.stubs += len(cur.stubResults) + len(cur.stubInputs)
+		st.dropped += len(cur.dropped)
 		n := 0
 		for _, e := range cur.pl.events {
 			if e.at == len(cur.origC.Messages) {
@@ -292,9 +310,9 @@ func checkStream(t testing.TB, pc propConfig, name string, reqs []streamReq) pro
 // checkRequest checks properties 1-6 of one request.
 //
 // cache holds decoded originals across the requests of one stream.
-func checkRequest(t testing.TB, pc propConfig, where string, orig []byte, longPipe *pipeline.Pipeline, long *Pass, longStore *store.Memory, cache map[string]any) (*requested, bool) {
+func checkRequest(t testing.TB, w wire, pc propConfig, where string, orig []byte, longPipe *pipeline.Pipeline, long *Pass, longStore *store.Memory, cache map[string]any) (*requested, bool) {
 	t.Helper()
-	origC, err := anthropic.Parse(orig)
+	origC, err := w.proto.Parse(orig)
 	if err != nil {
 		t.Errorf("%s: the original does not parse: %v", where, err)
 		return nil, false
@@ -327,11 +345,11 @@ func checkRequest(t testing.TB, pc propConfig, where string, orig []byte, longPi
 	}
 	sent := res.Body
 	// 2. Valid.
-	if err := validate.Rewrite(orig, sent, pc.validateOptions()); err != nil {
+	if err := w.valid(pc, orig, sent); err != nil {
 		t.Errorf("%s: invalid rewrite: %v", where, err)
 		return nil, false
 	}
-	sentC, err := anthropic.Parse(sent)
+	sentC, err := w.proto.Parse(sent)
 	if err != nil {
 		t.Errorf("%s: the rewrite does not parse: %v", where, err)
 		return nil, false
@@ -355,11 +373,13 @@ func checkRequest(t testing.TB, pc propConfig, where string, orig []byte, longPi
 	if d := cmp.Diff(named, resLong.Blobs, cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
 		t.Errorf("%s: the long-lived pass's Result.Blobs is not what the body names (-named +Blobs):\n%s", where, d)
 	}
-	if cur.origSegs, err = prompt.Parse(orig); err != nil {
-		t.Fatal(err)
-	}
-	if cur.sentSegs, err = prompt.Parse(sent); err != nil {
-		t.Fatal(err)
+	if w.proto == anthropic.Protocol {
+		if cur.origSegs, err = prompt.Parse(orig); err != nil {
+			t.Fatal(err)
+		}
+		if cur.sentSegs, err = prompt.Parse(sent); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// 6. The plan.
 	cur.pl = planFor(t, long, origC, &env)
@@ -536,16 +556,24 @@ func checkStubs(t testing.TB, where string, cur *requested, st store.Store, cach
 					continue
 				}
 				inputs[id] = bytes.Clone(s.Bytes(b.Input))
+				oin, sin := inputJSON(o, ob), inputJSON(s, &b)
+				var free string
+				if !ob.InputEncoded && json.Unmarshal(oin, &free) == nil {
+					// Free-form text (a custom tool's input) is cleared
+					// whole.
+					oneBlob("input "+id, s.String(b.Input), []byte(free))
+					continue
+				}
 				var sm map[string]json.RawMessage
-				key := "i" + string(o.Bytes(ob.Input))
+				key := "i" + string(oin)
 				om, ok := cache[key].(map[string]json.RawMessage)
 				if !ok {
-					if err := json.Unmarshal(o.Bytes(ob.Input), &om); err != nil {
+					if err := json.Unmarshal(oin, &om); err != nil {
 						t.Fatalf("%s: input of %s: %v", where, id, err)
 					}
 					cache[key] = om
 				}
-				if json.Unmarshal(s.Bytes(b.Input), &sm) != nil || len(om) != len(sm) {
+				if json.Unmarshal(sin, &sm) != nil || len(om) != len(sm) {
 					t.Errorf("%s: input of %s rewritten to another shape: %.300s", where, id, s.Bytes(b.Input))
 					continue
 				}
@@ -615,7 +643,8 @@ func originalResult(t testing.TB, c *conversation.Conversation, b *conversation.
 			Type string  `json:"type"`
 			Text *string `json:"text"`
 		}
-		if json.Unmarshal(p, &tp) == nil && tp.Type == "text" && tp.Text != nil {
+		// (Responses tool outputs hold input_text parts.)
+		if json.Unmarshal(p, &tp) == nil && (tp.Type == "text" || tp.Type == "input_text") && tp.Text != nil {
 			out = append(out, *tp.Text...)
 			continue
 		}
@@ -629,7 +658,7 @@ func originalResult(t testing.TB, c *conversation.Conversation, b *conversation.
 // and whether ctxguard's spare marker moved.
 func checkSticky(t testing.TB, pc propConfig, where string, prev, cur *requested, here bool) (compared, markerMoved bool) {
 	t.Helper()
-	if !segmentsExtend(prev.origSegs, cur.origSegs) || !sameFrame(prev.origC, cur.origC) {
+	if !clientExtends(prev, cur) || !sameFrame(prev.origC, cur.origC) {
 		// The client itself broke the prefix (a compaction, a rewind) or
 		// changed the model, system or tools: the request is not the
 		// previous one plus appended turns, and the cache starts over
@@ -671,7 +700,7 @@ func checkSticky(t testing.TB, pc propConfig, where string, prev, cur *requested
 		}
 	}
 	// 7. Sticky.
-	if !segmentsExtend(prev.sentSegs, cur.sentSegs) && !here {
+	if prev.sentSegs != nil && !segmentsExtend(prev.sentSegs, cur.sentSegs) && !here {
 		t.Errorf("%s: the rewrite does not extend the previous rewrite, and the plan has no event here (events %+v): %s",
 			where, cur.pl.events, firstDiff(prev.sent, cur.sent))
 	}
@@ -685,7 +714,12 @@ func checkSticky(t testing.TB, pc propConfig, where string, prev, cur *requested
 	// The rewrite keeps the messages from there on (the newest ones) one
 	// for one, so count them from the end: trimming may have merged
 	// older ones.
+	// (When the client re-sent every message as it was, through the last
+	// one: the array's closing bracket is where the next turns go.)
 	upto := prev.sentC.List.End
+	if len(pm) > 0 {
+		upto = pm[len(pm)-1].Span.End
+	}
 	if i := len(pm) - (len(po) - same); same < len(po) && i >= 0 {
 		upto = pm[i].Span.Start
 	}
@@ -700,6 +734,11 @@ func checkSticky(t testing.TB, pc propConfig, where string, prev, cur *requested
 	}
 	if !here && !bytes.HasPrefix(now, was) {
 		t.Errorf("%s: the rewrite changed bytes of the previous request's messages without an event: %s", where, firstDiff(was, now))
+	}
+	// So is everything before them (compared is only set when the
+	// client's was the same).
+	if !here && !bytes.Equal(prev.sent[:prev.sentC.List.Start], cur.sent[:cur.sentC.List.Start]) {
+		t.Errorf("%s: the request before the messages changed without an event: %s", where, firstDiff(prev.sent[:prev.sentC.List.Start], cur.sent[:cur.sentC.List.Start]))
 	}
 	// Everything after the messages is the client's (plus the binding
 	// setting, which never changes within a session).
@@ -766,8 +805,9 @@ func generated(t testing.TB, r *rand.Rand, opt sessiongen.Options) []streamReq {
 }
 
 // realStreams loads the Claude Code transcripts under dir as request
-// streams, by session ID.
-func realStreams(t testing.TB, dir string) map[string][]streamReq {
+// streams, by session ID, written in protocol proto ("" for Anthropic's,
+// as Claude Code sent them).
+func realStreams(t testing.TB, dir, proto string) map[string][]streamReq {
 	t.Helper()
 	ss, err := transcript.Load([]string{dir}, transcript.Options{})
 	if err != nil {
@@ -775,7 +815,7 @@ func realStreams(t testing.TB, dir string) map[string][]streamReq {
 	}
 	out := map[string][]streamReq{}
 	for _, s := range ss {
-		b, err := transcript.NewBuilder(s, transcript.BuildOptions{})
+		b, err := transcript.NewBuilder(s, transcript.BuildOptions{Protocol: proto})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -858,7 +898,7 @@ func TestPropertiesReal(t *testing.T) {
 	}
 	var total propStats
 	for _, dir := range dirs {
-		streams := realStreams(t, dir)
+		streams := realStreams(t, dir, "")
 		ids := make([]string, 0, len(streams))
 		for id := range streams {
 			ids = append(ids, id)
