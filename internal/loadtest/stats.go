@@ -84,7 +84,9 @@ func perRequest(cpu time.Duration, n int) time.Duration {
 }
 
 // FitLine fits y = intercept + slope*x by least squares. It returns false
-// when there are fewer than two points or all x are equal.
+// when there are fewer than two points or the x values span less than a
+// tenth of their largest (cases of one body size in several protocols
+// differ by a few bytes, which fixes no slope).
 func FitLine(x, y []float64) (slope, intercept float64, ok bool) {
 	n := len(x)
 	if n < 2 || len(y) != n {
@@ -102,7 +104,8 @@ func FitLine(x, y []float64) (slope, intercept float64, ok bool) {
 		sxx += dx * dx
 		sxy += dx * (y[i] - my)
 	}
-	if sxx == 0 {
+	lo, hi := slices.Min(x), slices.Max(x)
+	if sxx == 0 || hi-lo < max(math.Abs(lo), math.Abs(hi))/10 {
 		return 0, 0, false
 	}
 	slope = sxy / sxx

@@ -112,6 +112,7 @@ func TestFitLine(t *testing.T) {
 		{"noisy", []float64{0, 1, 2}, []float64{0, 2, 1}, fit{0.5, 0.5, true}},
 		{"one point", []float64{1}, []float64{1}, fit{}},
 		{"same x", []float64{2, 2, 2}, []float64{1, 2, 3}, fit{}},
+		{"nearly the same x", []float64{1 << 20, 1<<20 - 100, 1 << 20}, []float64{1, 2, 3}, fit{}},
 		{"length mismatch", []float64{1, 2}, []float64{1}, fit{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
