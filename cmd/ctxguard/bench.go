@@ -20,12 +20,13 @@ import (
 // ctxguard module: it builds ctxguard serve and the passthrough proxy from
 // source.
 //
-//	go run ./cmd/ctxguard bench [--duration 3m] [--sizes 100KB,1MB,5MB] [--concurrency 1,8] [--modes sse,json] [--json | --benchfmt] ...
+//	go run ./cmd/ctxguard bench [--duration 3m] [--sizes 100KB,1MB,5MB] [--concurrency 1,8] [--modes sse,json] [--protocols anthropic,responses,chat] [--json | --benchfmt] ...
 const benchUsage = `usage: ctxguard bench [flags]
 
-Measures ctxguard's overhead: a loopback load test of Claude Code-shaped
-bodies against a fake upstream directly, through a plain reverse proxy and
-through ctxguard serve.
+Measures ctxguard's overhead: a loopback load test of a real session's
+requests, in each protocol as its client sends them (Claude Code, Codex CLI,
+opencode), against a fake upstream directly, through a plain reverse proxy
+and through ctxguard serve.
 
 flags:
 `
@@ -38,6 +39,7 @@ func bench(args []string, stdout, stderr io.Writer) error {
 	sizes := fs.String("sizes", "100KB,1MB,5MB", "request body sizes")
 	conc := fs.String("concurrency", "1,8", "numbers of concurrent clients")
 	modes := fs.String("modes", "sse,json", "answer modes: sse, json")
+	protos := fs.String("protocols", "anthropic,responses,chat", "APIs: anthropic (Messages), responses, chat (Chat Completions)")
 	idleWait := fs.Duration("idle-wait", 0, "after the run, wait this long sending nothing and measure ctxguard's RSS again (e.g. 6m: past limits.session_idle)")
 	delay := fs.Duration("upstream-delay", 0, "fake upstream's delay before its response headers")
 	eventDelay := fs.Duration("event-delay", 0, "fake upstream's delay between SSE events")
@@ -66,6 +68,9 @@ func bench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if opt.Modes, err = loadtest.ParseModes(*modes); err != nil {
+		return err
+	}
+	if opt.Protocols, err = loadtest.ParseProtocols(*protos); err != nil {
 		return err
 	}
 	if *sessions != "" {

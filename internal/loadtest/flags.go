@@ -56,3 +56,17 @@ func ParseModes(s string) ([]Mode, error) {
 	}
 	return out, nil
 }
+
+// ParseProtocols parses a comma-separated list of protocols ("anthropic",
+// "responses", "chat").
+func ParseProtocols(s string) ([]Protocol, error) {
+	var out []Protocol
+	for f := range strings.SplitSeq(s, ",") {
+		p := Protocol(strings.ToLower(strings.TrimSpace(f)))
+		if p != Anthropic && p != Responses && p != Chat {
+			return nil, fmt.Errorf("loadtest: bad protocol %q (anthropic, responses or chat)", f)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

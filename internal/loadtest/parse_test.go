@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -77,6 +78,18 @@ func TestParseProcStatBusy(t *testing.T) {
 	}
 	if _, err := parseProcStatBusy([]byte("intr 1 2 3\n")); err == nil {
 		t.Error("parseProcStatBusy without a cpu line: no error")
+	}
+}
+
+func TestParseProtocols(t *testing.T) {
+	got, err := ParseProtocols("anthropic, Responses,chat")
+	if err != nil || !slices.Equal(got, []Protocol{Anthropic, Responses, Chat}) {
+		t.Errorf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "gemini", "chat,"} {
+		if _, err := ParseProtocols(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
 	}
 }
 
