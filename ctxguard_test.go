@@ -593,3 +593,28 @@ func TestIncrementalConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestOverloadedPerProtocol: ctxguard's own overloaded answer takes each
+// API's status and shape: Anthropic's 529 overloaded_error, the OpenAI
+// APIs' 503 with their error object.
+func TestOverloadedPerProtocol(t *testing.T) {
+	want := map[string]struct {
+		status int
+		typ    string
+	}{"anthropic": {529, "overloaded_error"}, "responses": {503, "server_error"}, "chat": {503, "server_error"}}
+	for _, p := range Protocols() {
+		rec := httptest.NewRecorder()
+		protocol.Write(context.Background(), rec, nil, p, &protocol.Error{Status: 529, Kind: protocol.Overloaded, Message: "busy"})
+		var body struct {
+			Type  string
+			Error struct{ Type string }
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatalf("%s: %v: %s", p.Name(), err, rec.Body)
+		}
+		w, ok := want[p.Name()]
+		if !ok || rec.Code != w.status || body.Error.Type != w.typ {
+			t.Errorf("%s: status %d, error type %q, want %+v", p.Name(), rec.Code, body.Error.Type, w)
+		}
+	}
+}
