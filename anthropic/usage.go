@@ -77,11 +77,9 @@ const (
 // MaxTapUsage bytes of JSON at a time. A UsageTap is not safe for
 // concurrent use.
 type UsageTap struct {
-	mode  tap.Mode
+	r     tap.Router
 	u     Usage
 	found bool
-	sse   tap.SSE
-	json  tap.Member
 }
 
 // NewUsageTap returns a tap for a response with the given Content-Type:
@@ -89,18 +87,18 @@ type UsageTap struct {
 // types) as a JSON answer; anything else gives a tap that reads nothing.
 func NewUsageTap(contentType string) *UsageTap {
 	t := &UsageTap{}
-	t.sse = tap.SSE{Want: wantEvent, Dispatch: t.event, MaxData: MaxTapLine}
-	t.json = tap.Member{Key: "usage", Max: MaxTapUsage, Found: t.jsonUsage}
-	t.mode = tap.ModeOf(contentType)
+	t.r.SSE = tap.SSE{Want: wantEvent, Dispatch: t.event, MaxData: MaxTapLine}
+	t.r.JSON = tap.Member{Key: "usage", Max: MaxTapUsage, Found: t.jsonUsage}
+	t.r.Mode = tap.ModeOf(contentType)
 	return t
 }
 
 // Reset makes t ready for a new response, keeping its buffers.
 func (t *UsageTap) Reset(contentType string) {
 	t.u, t.found = Usage{}, false
-	t.sse.Reset()
-	t.json.Reset()
-	t.mode = tap.ModeOf(contentType)
+	t.r.SSE.Reset()
+	t.r.JSON.Reset()
+	t.r.Mode = tap.ModeOf(contentType)
 }
 
 // Usage returns the usage read so far and whether any was found. For an
@@ -111,13 +109,7 @@ func (t *UsageTap) Usage() (Usage, bool) { return t.u, t.found }
 // Write feeds the next bytes of the response body. It always returns
 // len(p), nil, so it can sit behind an io.MultiWriter.
 func (t *UsageTap) Write(p []byte) (int, error) {
-	switch t.mode {
-	case tap.EventMode:
-		t.sse.Write(p)
-	case tap.JSONMode:
-		t.json.Write(p)
-	}
-	return len(p), nil
+	return t.r.Write(p)
 }
 
 // wantEvent: only message_start and message_delta carry usage.

@@ -38,6 +38,27 @@ func ModeOf(contentType string) Mode {
 	return Inert
 }
 
+// Router sends an answer's bytes to the reader its Content-Type calls for
+// (Mode): SSE for an event stream, JSON for a JSON answer, nowhere for
+// anything else. Every protocol's usage tap is one.
+type Router struct {
+	Mode Mode
+	SSE  SSE
+	JSON Member
+}
+
+// Write feeds the next bytes of the answer. It always returns len(p), nil,
+// so it can sit behind an io.MultiWriter.
+func (r *Router) Write(p []byte) (int, error) {
+	switch r.Mode {
+	case EventMode:
+		r.SSE.Write(p)
+	case JSONMode:
+		r.JSON.Write(p)
+	}
+	return len(p), nil
+}
+
 // SSE splits a Server-Sent Events stream into events, as the
 // specification parses it: lines end with CRLF, LF or CR; a leading byte
 // order mark is dropped; "event:" names the event, "data:" lines are

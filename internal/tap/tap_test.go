@@ -141,3 +141,24 @@ func TestModeOf(t *testing.T) {
 		}
 	}
 }
+
+// TestRouter: an answer's bytes reach the reader of its mode only.
+func TestRouter(t *testing.T) {
+	for _, tc := range []struct {
+		mode            Mode
+		events, members int
+	}{{EventMode, 1, 0}, {JSONMode, 0, 1}, {ModeOf("text/plain"), 0, 0}} {
+		var events, members int
+		r := Router{Mode: tc.mode,
+			SSE:  SSE{Dispatch: func(_, _ []byte) { events++ }},
+			JSON: Member{Key: "usage", Found: func([]byte) { members++ }}}
+		// A JSON answer to the member finder, an event to the splitter.
+		p := "{\"usage\":{\"n\":1}}\n\ndata: x\n\n"
+		if n, err := r.Write([]byte(p)); n != len(p) || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+		if events != tc.events || members != tc.members {
+			t.Errorf("mode %v: %d events, %d members; want %d, %d", tc.mode, events, members, tc.events, tc.members)
+		}
+	}
+}

@@ -73,20 +73,18 @@ func ParseUsage(raw []byte) (protocol.Usage, bool) {
 // body in chunks of any size with Write; it never fails and never retains
 // what it is given. It is not safe for concurrent use.
 type UsageTap struct {
-	mode  tap.Mode
+	r     tap.Router
 	u     protocol.Usage
 	found bool
-	sse   tap.SSE
-	json  tap.Member
 }
 
 // NewUsageTap returns a tap for an answer with the given Content-Type:
 // text/event-stream is read as SSE, application/json (and +json types) as
 // a JSON answer; anything else gives a tap that reads nothing.
 func NewUsageTap(contentType string) *UsageTap {
-	t := &UsageTap{mode: tap.ModeOf(contentType)}
-	t.sse = tap.SSE{Dispatch: t.event, MaxData: MaxTapLine}
-	t.json = tap.Member{Key: "usage", Max: MaxTapUsage, Found: t.jsonUsage}
+	t := &UsageTap{r: tap.Router{Mode: tap.ModeOf(contentType)}}
+	t.r.SSE = tap.SSE{Dispatch: t.event, MaxData: MaxTapLine}
+	t.r.JSON = tap.Member{Key: "usage", Max: MaxTapUsage, Found: t.jsonUsage}
 	return t
 }
 
@@ -95,13 +93,7 @@ func (t *UsageTap) Usage() (protocol.Usage, bool) { return t.u, t.found }
 
 // Write feeds the next bytes of the answer. It always returns len(p), nil.
 func (t *UsageTap) Write(p []byte) (int, error) {
-	switch t.mode {
-	case tap.EventMode:
-		t.sse.Write(p)
-	case tap.JSONMode:
-		t.json.Write(p)
-	}
-	return len(p), nil
+	return t.r.Write(p)
 }
 
 var usageKey = []byte(`"usage"`)

@@ -26,20 +26,18 @@ const (
 // split anywhere. It never fails and never retains what it is given. It
 // is not safe for concurrent use.
 type UsageTap struct {
-	mode  tap.Mode
+	r     tap.Router
 	u     protocol.Usage
 	found bool
-	sse   tap.SSE
-	json  tap.Member
 }
 
 // NewUsageTap returns a tap for an answer with the given Content-Type:
 // text/event-stream is read as SSE, application/json as a JSON answer,
 // anything else not at all.
 func NewUsageTap(contentType string) *UsageTap {
-	t := &UsageTap{mode: tap.ModeOf(contentType)}
-	t.sse = tap.SSE{Want: wantEvent, Dispatch: t.event, MaxData: MaxTapEvent}
-	t.json = tap.Member{Key: "usage", Max: MaxTapUsage, Found: t.jsonUsage}
+	t := &UsageTap{r: tap.Router{Mode: tap.ModeOf(contentType)}}
+	t.r.SSE = tap.SSE{Want: wantEvent, Dispatch: t.event, MaxData: MaxTapEvent}
+	t.r.JSON = tap.Member{Key: "usage", Max: MaxTapUsage, Found: t.jsonUsage}
 	return t
 }
 
@@ -48,13 +46,7 @@ func (t *UsageTap) Usage() (protocol.Usage, bool) { return t.u, t.found }
 
 // Write feeds the next bytes of the answer. It always returns len(p), nil.
 func (t *UsageTap) Write(p []byte) (int, error) {
-	switch t.mode {
-	case tap.EventMode:
-		t.sse.Write(p)
-	case tap.JSONMode:
-		t.json.Write(p)
-	}
-	return len(p), nil
+	return t.r.Write(p)
 }
 
 // final reports whether an event type ends a response with its usage.
