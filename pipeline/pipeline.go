@@ -72,6 +72,12 @@ type Request struct {
 	// From is set by Run for a PerMessage pass: the first message it must
 	// examine; Run supplies its earlier edits of the messages before.
 	From int
+	// Sizes, when a history pass set it, tells the passes after it how
+	// large the session's earlier requests were as sent (with that pass's
+	// edits), so that a pass judging the history by size replays the same
+	// figures on every request. Nil means no pass set it: then sizes are
+	// those of the messages as the client sent them (RawSizes).
+	Sizes HistorySizer
 	// Out, if not nil, is where Run writes a rewritten body (its
 	// capacity is reused; it grows if needed). Result.Body then aliases
 	// it. Nil means a fresh slice.
@@ -83,6 +89,33 @@ type Request struct {
 	headers  [][2]string
 	notes    []string
 }
+
+// HistorySizer reports the sizes of a session's earlier requests. Request
+// k of a session is the one that held the first k messages of the current
+// request (BRIEF, how savings are measured).
+type HistorySizer interface {
+	// Size returns the estimated tokens of messages [from, at) as they
+	// were sent in the request that held the first at messages (0 <=
+	// from <= at <= len(Messages)). It is a deterministic function of
+	// those messages: the same on every later request of the session.
+	Size(at, from int) int
+}
+
+// RawSizes is a HistorySizer over per-message token counts as the client
+// sent them: Size(at, from) is the sum of counts[from:at].
+type RawSizes []int
+
+// NewRawSizes returns the prefix sums of counts as a RawSizes.
+func NewRawSizes(counts []int) RawSizes {
+	s := make(RawSizes, len(counts)+1)
+	for i, n := range counts {
+		s[i+1] = s[i] + n
+	}
+	return s
+}
+
+// Size implements HistorySizer.
+func (s RawSizes) Size(at, from int) int { return s[at] - s[from] }
 
 // Env carries what passes need to know about a request beyond its body.
 // It is filled by the caller before Run.

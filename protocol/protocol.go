@@ -147,3 +147,39 @@ func Pick(protos []Protocol, method, path string, h http.Header) Protocol {
 	}
 	return best
 }
+
+// Overflow is what an upstream's context-overflow error says: the size of
+// the prompt it refused and the model's limit, in tokens, each 0 when the
+// message does not state it.
+type Overflow struct{ Tokens, Limit int }
+
+// OverflowReader is implemented by protocols whose context-overflow errors
+// ctxguard recognizes, so that it can compact the request and retry it
+// once (overflow recovery).
+type OverflowReader interface {
+	// Overflow reports whether an error answer (its status and the start
+	// of its body) says the prompt did not fit the model's window:
+	// Anthropic's 400 "prompt is too long: N tokens > M maximum" and 413
+	// request_too_large, OpenAI's context_length_exceeded.
+	Overflow(status int, body []byte) (Overflow, bool)
+}
+
+// Caller is implemented by protocols in which ctxguard can make a model
+// call of its own (the compaction summarizer).
+type Caller interface {
+	// CallRequest returns the path (from the API's root, such as
+	// "/v1/messages") and the body of a non-streamed request asking model
+	// for an answer of at most maxTokens tokens to the instructions
+	// system and the user text.
+	CallRequest(model, system, user string, maxTokens int) (path string, body []byte)
+	// CallAnswer returns the text and the usage of a 2xx answer to
+	// CallRequest, or an error naming what is wrong with it.
+	CallAnswer(body []byte) (string, Usage, error)
+	// SmallModel returns the small, cheap model of the family of model
+	// (claude-haiku-4-5 for Claude models, a mini model for OpenAI's).
+	SmallModel(model string) string
+	// CallHeader copies into dst what a call needs from the header h of
+	// the session's own request to be authorized and understood: its
+	// credentials, API version and organization. Nothing else is taken.
+	CallHeader(dst, h http.Header)
+}

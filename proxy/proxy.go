@@ -181,6 +181,14 @@ type Outcome struct {
 	// from a 2xx answer. It runs on the request's goroutine, so it should
 	// return quickly.
 	OnUsage func(protocol.Usage)
+	// Recover, if set, is called when the upstream answers with a
+	// context-overflow error (protocol.OverflowReader) before any byte of
+	// the answer reached the client. It returns the body of one retry,
+	// compacted harder, and a func to call once nothing reads it (may be
+	// nil); ok false means it has none, and the error is forwarded. The
+	// proxy calls it at most once per request and never retries a
+	// request whose answer has started to reach the client.
+	Recover func(ctx context.Context, o protocol.Overflow) (body []byte, release func(), ok bool)
 }
 
 // Timeouts bound the proxy's waits on the client and on the upstream. A

@@ -274,7 +274,7 @@ func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
 				t, err = est(b.Input)
 				mc.uses++
 				if err == nil && p.clearsInput(c, b, t) {
-					if after, big := inputAfter(inputOf(c, b)); big {
+					if after, big := inputAfter(c.Input(b)); big {
 						mc.clearable += t
 						mc.stubbed += after + blockTokens
 						a.items = append(a.items, item{mi, bi, kindInput})
@@ -337,30 +337,11 @@ func (p *Pass) clearsInput(c *conversation.Conversation, b *conversation.Block, 
 	if t < p.cfg.MinTokens {
 		return false
 	}
-	body, in := inputOf(c, b)
+	body, in := c.Input(b)
 	if k := jsonscan.KindOf(body, in); k != jsonscan.Object && (k != jsonscan.String || b.InputEncoded) {
 		return false // an input is an object, or free-form text (a custom tool's)
 	}
 	return p.tools.of(c, b).input
-}
-
-// inputOf returns the JSON of a tool call's input and its span in it: the
-// body itself, or for an input sent encoded in a string (OpenAI's
-// "arguments"), the decoded string (a zero span when it does not decode
-// to JSON).
-func inputOf(c *conversation.Conversation, b *conversation.Block) ([]byte, conversation.Span) {
-	if !b.InputEncoded {
-		return c.Body, b.Input
-	}
-	inner, err := jsonscan.AppendUnquote(nil, c.Bytes(b.Input))
-	if err != nil {
-		return nil, conversation.Span{}
-	}
-	root, err := jsonscan.Root(inner)
-	if err != nil {
-		return nil, conversation.Span{}
-	}
-	return inner, root
 }
 
 // Run implements pipeline.Pass.

@@ -109,7 +109,7 @@ func (p *Pass) resultStub(r *pipeline.Request, b *conversation.Block, first bool
 	if m, ok := p.memo.get(key); ok {
 		return splice.Edit{Span: b.Content, Repl: m.repl, Blob: m.blob}, nil
 	}
-	k, err := p.blobs.KeepFrom(c.Bytes(b.Content), func([]byte) ([]byte, error) { return resultText(c, b) })
+	k, err := p.blobs.KeepFrom(c.Bytes(b.Content), func([]byte) ([]byte, error) { return c.ResultText(b) })
 	if err != nil {
 		return splice.Edit{}, err
 	}
@@ -126,30 +126,6 @@ func (p *Pass) stub(what string, k store.Kept, first bool) string {
 			p.blobs.Howto() + ". This one: " + core
 	}
 	return "[ctxguard cleared " + core
-}
-
-// resultText is what a cleared result keeps in the store: the original
-// text of a string result; for an array, each text part's text and the
-// raw JSON of any other part, one per line.
-func resultText(c *conversation.Conversation, b *conversation.Block) ([]byte, error) {
-	if jsonscan.KindOf(c.Body, b.Content) == jsonscan.String {
-		return jsonscan.AppendUnquote(nil, c.Bytes(b.Content))
-	}
-	var out []byte
-	for i, pt := range b.Parts {
-		if i > 0 {
-			out = append(out, '\n')
-		}
-		if pt.Kind == conversation.Text {
-			var err error
-			if out, err = jsonscan.AppendUnquote(out, c.Bytes(pt.Text)); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		out = append(out, c.Bytes(pt.Span)...)
-	}
-	return out, nil
 }
 
 // inputAfter estimates the tokens of a tool input once inputStub has
@@ -191,7 +167,7 @@ func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool)
 	if m, ok := p.memo.get(key); ok {
 		return splice.Edit{Span: b.Input, Repl: m.repl, Blob: m.blob}, nil
 	}
-	body, in := inputOf(c, b)
+	body, in := c.Input(b)
 	if jsonscan.KindOf(body, in) == jsonscan.String {
 		// Free-form text (a custom tool's input, such as a patch) becomes
 		// one stub.

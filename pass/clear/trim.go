@@ -81,7 +81,7 @@ func (p *Pass) dropRun(r *pipeline.Request, a, b int) ([]splice.Edit, error) {
 	c := r.Conv
 	msgs := c.Messages
 	whole := splice.Span{Start: msgs[a].Span.Start, End: msgs[b].Span.End}
-	kept, err := p.blobs.KeepFrom(c.Bytes(whole), func([]byte) ([]byte, error) { return runText(c, a, b) })
+	kept, err := p.blobs.KeepFrom(c.Bytes(whole), func([]byte) ([]byte, error) { return c.AppendTranscript(nil, a, b) })
 	if err != nil {
 		return nil, err
 	}
@@ -158,44 +158,4 @@ func keptBlocks(c *conversation.Conversation, m *conversation.Message) [][]byte 
 // textBlock renders text as a block of a message of role r.
 func textBlock(d conversation.Dialect, r conversation.Role, text string) []byte {
 	return d.AppendText(nil, r, jsonscan.AppendQuote(nil, text), nil)
-}
-
-// runText is what the blob of a dropped run holds: the messages as text a
-// reader (the agent, with its file tools) can search: each message under a
-// role line, text as it was, each tool call with its input and each tool
-// result with its decoded text.
-func runText(c *conversation.Conversation, a, b int) ([]byte, error) {
-	var out []byte
-	for i := a; i <= b; i++ {
-		m := &c.Messages[i]
-		out = append(out, "=== "+m.Role.String()+" ===\n"...)
-		for j := range m.Blocks {
-			blk := &m.Blocks[j]
-			var err error
-			switch blk.Kind {
-			case conversation.Text, conversation.Thinking:
-				out, err = jsonscan.AppendUnquote(out, c.Bytes(blk.Text))
-			case conversation.ToolCall:
-				out = append(out, "[tool call "+c.ToolName(blk)+" "+c.String(blk.ID)+"] "...)
-				if body, in := inputOf(c, blk); in.Len() > 0 {
-					out = append(out, in.Bytes(body)...)
-				} else {
-					out = append(out, c.Bytes(blk.Input)...)
-				}
-			case conversation.ToolResult:
-				out = append(out, "[tool result "+c.String(blk.ID)+"]\n"...)
-				var text []byte
-				if text, err = resultText(c, blk); err == nil {
-					out = append(out, text...)
-				}
-			default:
-				out = append(out, c.Bytes(blk.Span)...)
-			}
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, '\n')
-		}
-	}
-	return out, nil
 }

@@ -77,7 +77,7 @@ func TestTrim(t *testing.T) {
 	// The note's blob holds the dropped messages, readable: every call and
 	// result of the run, with the results' text as it was.
 	for _, rn := range runs {
-		want, err := runText(c, rn[0], rn[1])
+		want, err := c.AppendTranscript(nil, rn[0], rn[1])
 		if err != nil {
 			t.Fatal(err)
 		}
