@@ -32,6 +32,7 @@ import (
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/pass/persist"
 	"github.com/ctxguard/ctxguard/pipeline"
@@ -48,15 +49,17 @@ const BypassHeader = "X-Ctxguard-Bypass"
 
 // Guard rewrites requests. Build it with New.
 type Guard struct {
-	cfg       config.Config
-	protocols []protocol.Protocol // the APIs it knows, most preferred first
-	log       *slog.Logger
-	models    *model.Registry
-	store     store.Store
-	blobs     *store.Blobs
-	pipe      *pipeline.Pipeline
-	calib     *tokens.Calibration
-	now       func() time.Time
+	cfg        config.Config
+	protocols  []protocol.Protocol // the APIs it knows, most preferred first
+	log        *slog.Logger
+	models     *model.Registry
+	store      store.Store
+	blobs      *store.Blobs
+	pipe       *pipeline.Pipeline
+	compact    *compact.Pass      // nil when compaction is off
+	summarizer compact.Summarizer // nil: extractive summaries only
+	calib      *tokens.Calibration
+	now        func() time.Time
 
 	stats    Stats
 	sessions sessions
@@ -105,6 +108,10 @@ func WithLogger(l *slog.Logger) Option { return func(g *Guard) { g.log = l } }
 // WithStore replaces the embedded store (tests, replays, a shared store).
 func WithStore(s store.Store) Option { return func(g *Guard) { g.store = s } }
 
+// WithSummarizer sets what writes compaction summaries (default: the
+// configured summarizer).
+func WithSummarizer(s compact.Summarizer) Option { return func(g *Guard) { g.summarizer = s } }
+
 // WithClock sets the clock blob uses and sweeps are timed by (default
 // time.Now), for tests. A store given with WithStore keeps its own clock.
 func WithClock(now func() time.Time) Option { return func(g *Guard) { g.now = now } }
@@ -144,7 +151,7 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 	if cfg.Local.Access != "off" {
 		g.blobs.BaseURL = "http://" + config.LocalAddr(cfg.Listen)
 	}
-	g.pipe, err = Compile(cfg, g.blobs, g.log)
+	g.pipe, g.compact, err = Compile(cfg, Deps{Blobs: g.blobs, Log: g.log, Summarizer: g.summarizer, Now: g.now})
 	if err != nil {
 		return nil, err
 	}
@@ -193,35 +200,61 @@ func Protocols() []protocol.Protocol {
 	return []protocol.Protocol{anthropic.Protocol, responses.Protocol, chat.Protocol}
 }
 
+// Deps are what a compiled pipeline's passes work with besides their
+// configuration.
+type Deps struct {
+	// Blobs keeps removed content. Required.
+	Blobs *store.Blobs
+	// Log receives the passes' background work (default: discard).
+	Log *slog.Logger
+	// Summarizer writes compaction summaries; nil writes them without a
+	// model (compact.Extract).
+	Summarizer compact.Summarizer
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
 // Compile builds the pipeline cfg describes, in the order passes must run:
 // per-result compression first (it shortens a result the same way on every
 // request), then persistence of what is still too large (it stores the
 // original and previews the compressed text), then history clearing,
-// which replaces whole old results and so supersedes both.
-func Compile(cfg config.Config, blobs *store.Blobs, log *slog.Logger) (*pipeline.Pipeline, error) {
+// which replaces whole old results and so supersedes both, then
+// compaction, which replaces the oldest part of a long history, cleared
+// or not, with a summary. It also returns the compaction pass, if any,
+// whose background work its owner stops (compact.Pass.Close).
+func Compile(cfg config.Config, d Deps) (*pipeline.Pipeline, *compact.Pass, error) {
 	var passes []pipeline.Pass
 	if cfg.Compress.Enabled {
 		p, err := compress.New(cfg.Compress)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		passes = append(passes, p)
 	}
 	if cfg.Persist.Enabled {
-		p, err := persist.New(cfg.Persist, blobs)
+		p, err := persist.New(cfg.Persist, d.Blobs)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		passes = append(passes, p)
 	}
 	if cfg.Clear.Enabled {
-		p, err := clear.New(cfg.Clear, blobs)
+		p, err := clear.New(cfg.Clear, d.Blobs)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		passes = append(passes, p)
 	}
-	return pipeline.New(log, passes...), nil
+	var cp *compact.Pass
+	if cfg.Compact.Enabled {
+		var err error
+		cp, err = compact.New(cfg.Compact, compact.Options{Blobs: d.Blobs, Summarizer: d.Summarizer, Log: d.Log, Now: d.Now})
+		if err != nil {
+			return nil, nil, err
+		}
+		passes = append(passes, cp)
+	}
+	return pipeline.New(d.Log, passes...), cp, nil
 }
 
 // Config returns the configuration the Guard runs with.
@@ -260,6 +293,9 @@ func (g *Guard) saveCalibration() {
 
 // Close flushes what the Guard learned and releases the store.
 func (g *Guard) Close() error {
+	if g.compact != nil {
+		g.compact.Close()
+	}
 	g.Flush()
 	return g.store.Close()
 }
@@ -330,7 +366,7 @@ func (g *Guard) rewriteBody(ctx context.Context, proto protocol.Protocol, h http
 	}()
 	res.Session = session.Key(h, c)
 	res.Model = g.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
-	env := &pipeline.Env{Window: res.Model.Window, MaxOutput: res.Model.MaxOutput, Binding: res.Model.Binding}
+	env := &pipeline.Env{Window: res.Model.Window, MaxOutput: res.Model.MaxOutput, Binding: res.Model.Binding, Protocol: proto.Name(), Header: h}
 	env.CacheWrite, env.CacheRead = res.Model.CachePrices()
 	req := &pipeline.Request{
 		Ctx: ctx, Conv: c, Session: res.Session, Out: out, Stable: stable, Memo: mem.passes(),
@@ -577,5 +613,6 @@ func Allowed(cfg config.Config) validate.Options {
 		o.AllowMessageRemoval = c.Trim.Enabled
 		o.AllowRoundTrimming = c.Trim.Enabled
 	}
+	o.AllowCompaction = cfg.Compact.Enabled
 	return o
 }

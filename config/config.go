@@ -22,6 +22,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/pass/persist"
 )
@@ -82,6 +83,9 @@ type Config struct {
 	Persist persist.Config `yaml:"persist"`
 	// Clear is the history clearing pass.
 	Clear clear.Config `yaml:"clear"`
+	// Compact replaces the oldest part of a long session with a summary
+	// ahead of the model's limit.
+	Compact compact.Config `yaml:"compact"`
 }
 
 // Upstreams are the base URLs requests go to, by the family of their
@@ -206,6 +210,7 @@ func Defaults() Config {
 		Compress: compress.Defaults(),
 		Persist:  persist.Defaults(),
 		Clear:    clear.Defaults(),
+		Compact:  compact.Defaults(),
 	}
 }
 
@@ -452,6 +457,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Clear.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("clear: %w", err))
+	}
+	if err := c.Compact.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("compact: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -83,3 +83,7 @@ func (c *Conversation) AppendTranscript(out []byte, a, b int) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// CompactionNote starts the text of the message that holds a compaction's
+// summary (package pass/compact writes it; validators recognize it).
+const CompactionNote = "[ctxguard compacted the first "

@@ -101,9 +101,9 @@ func SummaryBudget(window int) int {
 	return min(max(int(float64(window)*SummaryFraction), SummaryBudgetMin), SummaryBudgetMax)
 }
 
-// ProtectNewest returns 40,000, or half the window if that is smaller, so
-// a small window is never entirely protected.
-func ProtectNewest(window int) int { return min(ProtectTokens, max(window/2, 0)) }
+// ProtectNewest returns 40,000, or 20% of the window if that is smaller,
+// so a small window is never mostly protected.
+func ProtectNewest(window int) int { return min(ProtectTokens, max(window/5, 0)) }
 
 // Limits is one model's figures as configuration gives them. Zero fields
 // (and a nil Binding) keep the value of the entry they patch, or of the

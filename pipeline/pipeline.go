@@ -16,6 +16,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"math/bits"
+	"net/http"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -125,6 +126,17 @@ type Env struct {
 	// Binding reports that the model enforces thinking-block binding to
 	// the exact prefix it was produced with.
 	Binding bool
+	// Protocol names the request's protocol ("anthropic", "responses",
+	// "chat"): passes that key what they store by content include it.
+	Protocol string
+	// Header is the request's header. Passes read it only to make a
+	// model call on the session's behalf (its credentials), never retain
+	// it past that call, and never log it.
+	Header http.Header
+	// Urgent is set when the request is a retry after the upstream said
+	// it did not fit (overflow recovery): a pass must not wait for work
+	// in the background, and uses what it has.
+	Urgent bool
 	// CacheWrite and CacheRead are the prices of a prompt-cache write and
 	// read in thousandths of the base input price (model.Info.CachePrices);
 	// zero means Anthropic's, 1250 and 100.
@@ -365,6 +377,12 @@ func (r *Request) finalize() error {
 	rm := r.removals
 	slices.SortFunc(rm, func(a, b Span) int { return a.Start - b.Start })
 	rm = slices.Compact(rm)
+	// A removal inside what a later pass replaced whole (a message a
+	// compaction summarized) is superseded with it.
+	rm = slices.DeleteFunc(rm, r.edits.Inside)
+	if len(rm) == 0 {
+		return nil
+	}
 	body := r.Conv.Body
 	widened := make([]splice.Edit, 0, len(rm))
 	for i := 0; i < len(rm); {

@@ -111,7 +111,7 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 	if err := cfg.Validate(); err != nil {
 		return Pipeline{}, err
 	}
-	probe, err := ctxguard.Compile(cfg, &store.Blobs{Store: store.NewMemory()}, nil)
+	probe, _, err := ctxguard.Compile(cfg, ctxguard.Deps{Blobs: &store.Blobs{Store: store.NewMemory()}})
 	if err != nil {
 		return Pipeline{}, err
 	}

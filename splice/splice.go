@@ -237,6 +237,25 @@ func (s *Set) Current(body []byte, sp Span) ([]byte, error) {
 	return append(out, body[at:sp.End]...), nil
 }
 
+// Inside reports whether sp lies inside the span of one edit that
+// replaces bytes (not an insertion) and is larger than sp: the bytes sp
+// addresses are gone from the output.
+func (s *Set) Inside(sp Span) bool {
+	k, _ := slices.BinarySearchFunc(s.edits, sp.Start, func(x Edit, start int) int {
+		if x.Span.End < start {
+			return -1
+		}
+		return 1
+	})
+	for ; k < len(s.edits) && s.edits[k].Span.Start <= sp.Start; k++ {
+		x := s.edits[k].Span
+		if x.Start < x.End && x.Start <= sp.Start && sp.End <= x.End && (x.Start < sp.Start || sp.End < x.End) {
+			return true
+		}
+	}
+	return false
+}
+
 // Touches reports whether any edit falls inside or overlaps sp.
 func (s *Set) Touches(sp Span) bool {
 	for _, e := range s.edits {

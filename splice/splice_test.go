@@ -165,3 +165,29 @@ func TestAddAllOverlapInBatch(t *testing.T) {
 		t.Error("failed batch changed the set")
 	}
 }
+
+func TestInside(t *testing.T) {
+	var s Set
+	for _, e := range []Edit{{Span: Span{Start: 10, End: 20}}, {Span: Span{Start: 30, End: 30}, Repl: []byte("x")}} {
+		if err := s.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		sp   Span
+		want bool
+	}{
+		{Span{Start: 12, End: 15}, true},
+		{Span{Start: 10, End: 20}, false}, // the edit itself
+		{Span{Start: 15, End: 15}, true},
+		{Span{Start: 5, End: 15}, false},
+		{Span{Start: 15, End: 25}, false},
+		{Span{Start: 20, End: 22}, false},
+		{Span{Start: 30, End: 30}, false}, // an insertion holds no bytes
+		{Span{Start: 0, End: 5}, false},
+	} {
+		if got := s.Inside(tc.sp); got != tc.want {
+			t.Errorf("Inside(%v) = %v, want %v", tc.sp, got, tc.want)
+		}
+	}
+}

@@ -113,6 +113,7 @@ package validate
 
 import (
 	"fmt"
+	"github.com/ctxguard/ctxguard/anthropic"
 	"strings"
 )
 
@@ -137,6 +138,11 @@ type Options struct {
 	// (e.g. "thinking" for the binding setting). It has no effect on
 	// "messages".
 	AllowTopLevel []string
+	// AllowCompaction permits a compaction: the messages from the first
+	// user message up to an assistant message replaced by one summary
+	// message (see Uncompact); the rest is checked against the original
+	// with that span replaced the same way.
+	AllowCompaction bool
 }
 
 // Rule names the rule a Problem breaks. The values are stable: tests may
@@ -264,6 +270,14 @@ func Request(body []byte) error {
 // differences, or nil. It never panics, whatever the input.
 func Rewrite(orig, rewritten []byte, opts Options) error {
 	var ps problems
+	if opts.AllowCompaction {
+		o, err := Uncompacted(anthropic.Parse, orig, rewritten)
+		if err != nil {
+			ps.add(RuleMessageRemoved, "messages", "%v", err)
+			return ps.err()
+		}
+		orig = o
+	}
 	rc := checkRequest(rewritten, &ps)
 	if rc == nil {
 		return ps.err()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	check "github.com/ctxguard/ctxguard/validate"
 
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
@@ -90,6 +91,10 @@ func validate(c *conversation.Conversation) error {
 // around messages, every other message, and in kept assistant messages
 // their content, reasoning fields and tool call ids and names.
 func ValidateRewrite(orig, sent []byte) error {
+	orig, err := check.Uncompacted(Parse, orig, sent)
+	if err != nil {
+		return err
+	}
 	o, err := Parse(orig)
 	if err != nil {
 		return fmt.Errorf("original: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	check "github.com/ctxguard/ctxguard/validate"
 
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 )
@@ -282,6 +283,10 @@ func checkMessage(b []byte, i int, f vfields, ps *problems) {
 // types) is byte-identical when kept, and messages and compaction items
 // are never dropped.
 func ValidateRewrite(orig, sent []byte) error {
+	orig, err := check.Uncompacted(Parse, orig, sent)
+	if err != nil {
+		return err
+	}
 	var ps problems
 	var po problems
 	o := validate(orig, &po)

@@ -355,7 +355,9 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := newPlanner(0, a.costs).run(a.costs, p.limits(r.Env))
+	pn := newPlanner(0, a.costs)
+	pl := pn.run(a.costs, p.limits(r.Env))
+	r.Sizes = &sizes{p: pn, events: pl.events}
 	if n := len(pl.events); n > 0 && pl.events[n-1].at == len(r.Conv.Messages) {
 		r.Note("edit-event")
 	}

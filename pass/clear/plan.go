@@ -1,5 +1,7 @@
 package clear
 
+import "sort"
+
 // This file holds the decision function: given per-message token counts of
 // a conversation, it replays the requests the client sent (request k holds
 // every message before assistant message k, and the current request holds
@@ -170,4 +172,23 @@ func paysBack(freed, rewritten, requests int, lim limits) bool {
 	horizon := int64(min(lim.payback, requests))
 	// In integers: W*r - R*(r+f) <= R*f*horizon.
 	return w*int64(rewritten)-r*int64(rewritten+freed) <= r*int64(freed)*horizon
+}
+
+// sizes tells later passes the size of each earlier request as the plan
+// rewrote it (pipeline.HistorySizer): the messages of request `at` under
+// the clearing boundaries in effect at that request.
+type sizes struct {
+	p      *planner
+	events []event
+}
+
+// Size implements pipeline.HistorySizer.
+func (s *sizes) Size(at, from int) int {
+	// The boundaries of the last event at or before request at.
+	k := sort.Search(len(s.events), func(i int) bool { return s.events[i].at > at })
+	c, t := 0, 0
+	if k > 0 {
+		c, t = s.events[k-1].clearTo, s.events[k-1].thinkTo
+	}
+	return s.p.size(at, c, t) - s.p.size(from, min(c, from), min(t, from))
 }

@@ -1,0 +1,164 @@
+package compact
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/ctxguard/ctxguard/pipeline"
+	"github.com/ctxguard/ctxguard/tokens"
+)
+
+// retryAfter is how long a span whose summary failed waits before a model
+// is asked again (meanwhile the extractive summary serves if needed).
+const retryAfter = 5 * time.Minute
+
+// jobs runs summaries in the background, one per span at a time: two
+// requests of one session share one call.
+type jobs struct {
+	p       *Pass
+	timeout time.Duration
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu     sync.Mutex
+	m      map[string]*job      // running, by span name
+	failed map[string]time.Time // span name → when a model may be asked again
+}
+
+// job is one summary being written. rec is set before done is closed.
+type job struct {
+	done chan struct{}
+	rec  *record
+}
+
+func (j *jobs) init(p *Pass, timeout time.Duration) {
+	j.p, j.timeout = p, timeout
+	j.ctx, j.cancel = context.WithCancel(context.Background())
+	j.m, j.failed = map[string]*job{}, map[string]time.Time{}
+}
+
+// close cancels the running jobs and waits for them.
+func (j *jobs) close() {
+	j.cancel()
+	j.wg.Wait()
+}
+
+// running reports how many summaries are being written.
+func (j *jobs) running() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.m)
+}
+
+// start returns the job writing the summary of s's pending span, starting
+// it if none runs. It returns nil when there is no model to ask, or a
+// model failed on this span recently.
+func (j *jobs) start(s *planState, env *pipeline.Env) *job {
+	p := j.p
+	if p.sum == nil {
+		return nil
+	}
+	key := s.pending.key
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if jb := j.m[key]; jb != nil {
+		return jb
+	}
+	now := p.now()
+	if t, ok := j.failed[key]; ok {
+		if now.Before(t) {
+			return nil
+		}
+		delete(j.failed, key)
+	}
+	for k, t := range j.failed {
+		if !now.Before(t) {
+			delete(j.failed, k)
+		}
+	}
+	in, err := s.input()
+	if err != nil {
+		p.log.Warn("compact: reading the span to summarize", "err", err)
+		return nil
+	}
+	jb := &job{done: make(chan struct{})}
+	j.m[key] = jb
+	req := &Job{
+		Protocol:  env.Protocol,
+		Model:     s.r.Conv.Model,
+		Header:    env.Header.Clone(),
+		System:    systemPrompt(s.lim.target),
+		Input:     userPrompt(in.prevSummary, s.r.Conv, in.from, in.to),
+		MaxTokens: s.lim.budget,
+	}
+	j.wg.Add(1)
+	go j.run(key, jb, in, req)
+	return jb
+}
+
+// run writes one summary and stores it (unless another record landed
+// first: then that one stands).
+func (j *jobs) run(key string, jb *job, in *spanInput, req *Job) {
+	defer j.wg.Done()
+	p := j.p
+	ctx, cancel := context.WithTimeout(j.ctx, j.timeout)
+	defer cancel()
+	sum, err := p.sum.Summarize(ctx, req)
+	inTok := tokens.EstimateText(req.System) + tokens.EstimateText(req.Input)
+	req = nil // the credentials go with it
+	var rec *record
+	if err == nil && sum.Text == "" {
+		err = errEmpty
+	}
+	if err == nil {
+		if sum.InputTokens > 0 {
+			inTok = sum.InputTokens
+		}
+		rec, err = p.put(key, p.newRecord(in, sum.Text, sum.Model, inTok, sum.OutputTokens))
+	}
+	j.mu.Lock()
+	if err != nil {
+		j.failed[key] = p.now().Add(retryAfter)
+		p.log.Warn("compact: the summarizer failed; the extractive summary serves if the session reaches the overflow line", "span", key, "err", err)
+	}
+	jb.rec = rec
+	delete(j.m, key)
+	j.mu.Unlock()
+	close(jb.done)
+}
+
+// wait returns the job's record once written, or nil when it failed, ctx
+// ended or d passed first.
+func (jb *job) wait(ctx context.Context, d time.Duration) *record {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-jb.done:
+		return jb.rec
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return nil
+}
+
+// WaitIdle waits until no summary is being written (tests, replays).
+func (p *Pass) WaitIdle() {
+	for {
+		p.jobs.mu.Lock()
+		var jb *job
+		for _, v := range p.jobs.m {
+			jb = v
+			break
+		}
+		p.jobs.mu.Unlock()
+		if jb == nil {
+			return
+		}
+		<-jb.done
+	}
+}
