@@ -13,9 +13,11 @@
 package ctxguard
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ctxguard/ctxguard/conversation"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -63,6 +65,7 @@ type Guard struct {
 
 	stats    Stats
 	sessions sessions
+	limits   learnedLimits
 	recent   *recent
 }
 
@@ -97,6 +100,7 @@ type Stats struct {
 	Bypassed  atomic.Int64 // requests not parsed (bypass header, bad JSON, other shapes)
 	Events    atomic.Int64 // edit events
 	Observed  atomic.Int64 // usages fed to the calibration
+	Recovered atomic.Int64 // requests retried, compacted, after the upstream found them too long
 }
 
 // Option adjusts a Guard at construction.
@@ -333,8 +337,15 @@ func (g *Guard) RewriteBody(ctx context.Context, proto protocol.Protocol, h http
 // (see pipeline.Request.Out).
 func (g *Guard) rewriteBody(ctx context.Context, proto protocol.Protocol, h http.Header, body, out []byte) (res Result) {
 	g.stats.Requests.Add(1)
-	res = Result{Body: body}
 	defer g.sessions.record(&res)
+	return g.rewrite(ctx, proto, h, body, out, false)
+}
+
+// rewrite is rewriteBody without the counting of requests; urgent marks
+// the retry of a request the upstream found too long
+// (pipeline.Env.Urgent).
+func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Header, body, out []byte, urgent bool) (res Result) {
+	res = Result{Body: body}
 	if h.Get(BypassHeader) == "1" {
 		g.stats.Bypassed.Add(1)
 		res.Skipped = "bypass"
@@ -365,8 +376,19 @@ func (g *Guard) rewriteBody(ctx context.Context, proto protocol.Protocol, h http
 		}
 	}()
 	res.Session = session.Key(h, c)
+	if clientCompaction(c) {
+		// The client summarizes its own history: that request goes as it
+		// came. The history it starts afterwards is short, and every
+		// decision about it is made afresh from its own messages.
+		g.stats.Bypassed.Add(1)
+		res.Skipped = "client compaction"
+		return res
+	}
 	res.Model = g.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
-	env := &pipeline.Env{Window: res.Model.Window, MaxOutput: res.Model.MaxOutput, Binding: res.Model.Binding, Protocol: proto.Name(), Header: h}
+	if w := g.limits.window(g.store, res.Model.ID); w > 0 && w < res.Model.Window {
+		res.Model.Window = w // what an overflow taught (recover.go)
+	}
+	env := &pipeline.Env{Window: res.Model.Window, MaxOutput: res.Model.MaxOutput, Binding: res.Model.Binding, Protocol: proto.Name(), Header: h, Urgent: urgent}
 	env.CacheWrite, env.CacheRead = res.Model.CachePrices()
 	req := &pipeline.Request{
 		Ctx: ctx, Conv: c, Session: res.Session, Out: out, Stable: stable, Memo: mem.passes(),
@@ -466,6 +488,9 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	if res.Model.ID != "" {
 		id, est := res.Model.ID, res.TokensAfter
 		out.OnUsage = func(u protocol.Usage) { g.Observe(id, est, u) }
+	}
+	if g.compact != nil && (res.Skipped == "" || res.Skipped == "dry run") && res.Err == nil {
+		out.Recover = g.recoverer(proto, req.Header.Clone(), body, res)
 	}
 	return out
 }
@@ -615,4 +640,46 @@ func Allowed(cfg config.Config) validate.Options {
 	}
 	o.AllowCompaction = cfg.Compact.Enabled
 	return o
+}
+
+// clientCompactPrompt starts the request Claude Code sends to have its own
+// history summarized (/compact and auto-compact, full and partial: "...
+// of the conversation so far", "... of the RECENT portion of the
+// conversation").
+const clientCompactPrompt = "Your task is to create a detailed summary of the "
+
+// clientCompaction reports whether c is a client's own compaction request:
+// its last user message holds a text block that starts (after white
+// space) with clientCompactPrompt. (Codex compacts through
+// /v1/responses/compact, which is never rewritten.)
+func clientCompaction(c *conversation.Conversation) bool {
+	for i := len(c.Messages) - 1; i >= 0; i-- {
+		m := &c.Messages[i]
+		if m.Role != conversation.RoleUser {
+			continue
+		}
+		for j := range m.Blocks {
+			b := &m.Blocks[j]
+			if b.Kind != conversation.Text || b.Text.Len() < len(clientCompactPrompt) {
+				continue
+			}
+			// The string's head as sent: the prompt has nothing to escape,
+			// so only leading white space (raw or escaped) comes first.
+			head := c.Bytes(conversation.Span{Start: b.Text.Start + 1, End: min(b.Text.End, b.Text.Start+1+64+len(clientCompactPrompt))})
+			for len(head) > 0 {
+				if head[0] == ' ' || head[0] == '\t' {
+					head = head[1:]
+				} else if len(head) > 1 && head[0] == '\\' && (head[1] == 'n' || head[1] == 't' || head[1] == 'r') {
+					head = head[2:]
+				} else {
+					break
+				}
+			}
+			if bytes.HasPrefix(head, []byte(clientCompactPrompt)) {
+				return true
+			}
+		}
+		return false
+	}
+	return false
 }
