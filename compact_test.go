@@ -1,6 +1,7 @@
 package ctxguard
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
@@ -101,4 +103,240 @@ func TestCompactionSmoke(t *testing.T) {
 	_ = anthropic.Protocol
 	_ = chat.Protocol
 	_ = responses.Protocol
+}
+
+// ctlSummarizer is a summarizer whose behaviour a test sets: "fast"
+// answers at once, "block" waits for release (or the job's end), "fail"
+// errs, "garbage" answers with no text.
+type ctlSummarizer struct {
+	mode    string
+	release chan struct{}
+	mu      sync.Mutex
+	calls   int
+}
+
+func (f *ctlSummarizer) Summarize(ctx context.Context, j *compact.Job) (compact.Summary, error) {
+	f.mu.Lock()
+	f.calls++
+	f.mu.Unlock()
+	switch f.mode {
+	case "block":
+		select {
+		case <-f.release:
+		case <-ctx.Done():
+			return compact.Summary{}, ctx.Err()
+		}
+	case "fail":
+		return compact.Summary{}, fmt.Errorf("upstream said 500")
+	case "garbage":
+		return compact.Summary{Model: "fake-small"}, nil
+	}
+	return compact.Summary{Text: fmt.Sprintf("LLM SUMMARY of %d bytes", len(j.Input)), Model: "fake-small", InputTokens: len(j.Input) / 4, OutputTokens: 20}, nil
+}
+
+func (f *ctlSummarizer) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// summaryOf returns the compaction summary a sent body carries: "llm",
+// "extractive" or "" for none.
+func summaryOf(body []byte) string {
+	s := string(body)
+	switch {
+	case !strings.Contains(s, "ctxguard compacted the first"):
+		return ""
+	case strings.Contains(s, "LLM SUMMARY of"):
+		return "llm"
+	}
+	return "extractive"
+}
+
+// compactionStream is a generated Claude Code session long enough to be
+// compacted several times under smallWindow.
+func compactionStream(t *testing.T) [][]byte {
+	return generated(t, anthropic.Protocol, 1, 300)[0]
+}
+
+var oneSession = sessionHeader(0)
+
+// TestCompactionReadyInTime: with the summary written before the session
+// reaches swap, every compaction carries the model's summary, one call
+// per span, and no extractive one.
+func TestCompactionReadyInTime(t *testing.T) {
+	sum := &ctlSummarizer{mode: "fast"}
+	st := store.NewMemory()
+	g := newGuard(t, smallWindow(), WithStore(st), WithSummarizer(sum))
+	seen := map[string]bool{}
+	for i, b := range compactionStream(t) {
+		res := g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, b)
+		switch summaryOf(res.Body) {
+		case "extractive":
+			t.Fatalf("request %d: an extractive summary although the model's was ready", i)
+		case "llm":
+			seen[summaryText(res.Body)] = true
+		}
+		g.compact.WaitIdle()
+	}
+	if len(seen) < 2 {
+		t.Fatalf("%d distinct summaries: the session was not compacted twice", len(seen))
+	}
+	// One call per span: each summary sent, and perhaps one prepared for
+	// a span the session ended before swapping in.
+	if n := sum.count(); n != len(seen) && n != len(seen)+1 {
+		t.Errorf("%d summarizer calls for %d summaries: a span was summarized twice", n, len(seen))
+	}
+}
+
+// summaryText returns the summary message's text as sent.
+func summaryText(body []byte) string {
+	s := string(body)
+	i := strings.Index(s, "ctxguard compacted the first")
+	j := strings.Index(s[i:], "</summary>")
+	return s[i : i+j]
+}
+
+// TestCompactionLateThenWait: a summary still being written when the
+// session reaches the overflow line is waited for.
+func TestCompactionLateThenWait(t *testing.T) {
+	sum := &ctlSummarizer{mode: "block", release: make(chan struct{})}
+	cfg := smallWindow()
+	cfg.Compact.Wait = time.Minute
+	g := newGuard(t, cfg, WithStore(store.NewMemory()), WithSummarizer(sum))
+	waited := false
+	for i, b := range compactionStream(t) {
+		done := make(chan Result, 1)
+		go func() { done <- g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, b) }()
+		var res Result
+		select {
+		case res = <-done:
+		case <-time.After(200 * time.Millisecond):
+			// Waiting for the summary: let it land.
+			waited = true
+			close(sum.release)
+			res = <-done
+		}
+		if k := summaryOf(res.Body); k != "" {
+			if k != "llm" {
+				t.Fatalf("request %d: %s summary, want the model's", i, k)
+			}
+			break
+		}
+	}
+	if !waited {
+		t.Fatal("no request waited for the summary")
+	}
+}
+
+// TestCompactionFallback: when the model's summary is late beyond wait,
+// fails or answers garbage, the request at the overflow line carries the
+// extractive summary, and later requests keep it (a summary that lands
+// afterwards never replaces it).
+func TestCompactionFallback(t *testing.T) {
+	for _, mode := range []string{"block", "fail", "garbage"} {
+		t.Run(mode, func(t *testing.T) {
+			sum := &ctlSummarizer{mode: mode, release: make(chan struct{})}
+			cfg := smallWindow()
+			cfg.Compact.Wait = 50 * time.Millisecond
+			g := newGuard(t, cfg, WithStore(store.NewMemory()), WithSummarizer(sum))
+			var first string
+			after := 0
+			for i, b := range compactionStream(t) {
+				res := g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, b)
+				if res.Err != nil {
+					t.Fatalf("request %d: %v", i, res.Err)
+				}
+				k := summaryOf(res.Body)
+				if first == "" && k != "" {
+					if k != "extractive" {
+						t.Fatalf("request %d: %s summary, want the extractive one", i, k)
+					}
+					first = summaryText(res.Body)
+					if mode == "block" {
+						close(sum.release) // the model's summary lands now, too late
+						g.compact.WaitIdle()
+					}
+					continue
+				}
+				if first != "" && k != "" && strings.Contains(string(res.Body), first) {
+					after++
+				}
+			}
+			if first == "" || after == 0 {
+				t.Fatalf("extractive summary %v, kept by %d later requests", first != "", after)
+			}
+		})
+	}
+}
+
+// TestCompactionConcurrent: requests of one session arriving at once share
+// one summary call.
+func TestCompactionConcurrent(t *testing.T) {
+	bodies := compactionStream(t)
+	// Find a request that starts a summary on its own.
+	k := -1
+	for i, b := range bodies {
+		sum := &ctlSummarizer{mode: "fast"}
+		g := newGuard(t, smallWindow(), WithStore(store.NewMemory()), WithSummarizer(sum))
+		g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, b)
+		g.compact.WaitIdle()
+		if sum.count() > 0 {
+			k = i
+			break
+		}
+	}
+	if k < 0 {
+		t.Fatal("no request starts a summary")
+	}
+	fresh := &ctlSummarizer{mode: "block", release: make(chan struct{})}
+	g2 := newGuard(t, smallWindow(), WithStore(store.NewMemory()), WithSummarizer(fresh))
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := http.Header{"X-Claude-Code-Session-Id": {fmt.Sprint("s", w%2)}}
+			g2.RewriteBody(context.Background(), anthropic.Protocol, h, bodies[k])
+		}()
+	}
+	wg.Wait()
+	close(fresh.release)
+	g2.compact.WaitIdle()
+	if n := fresh.count(); n != 1 {
+		t.Fatalf("%d summarizer calls for one span", n)
+	}
+}
+
+// TestCompactionRestartSameBytes: a second Guard on the same store (a
+// restart, or another instance) sends exactly the bytes the first sent,
+// without calling a summarizer again.
+func TestCompactionRestartSameBytes(t *testing.T) {
+	st := store.NewMemory()
+	a := newGuard(t, smallWindow(), WithStore(st), WithSummarizer(&ctlSummarizer{mode: "fast"}))
+	bodies := compactionStream(t)
+	var sent [][]byte
+	compacted := 0
+	for _, b := range bodies {
+		res := a.RewriteBody(context.Background(), anthropic.Protocol, oneSession, b)
+		sent = append(sent, bytes.Clone(res.Body))
+		if summaryOf(res.Body) != "" {
+			compacted++
+		}
+		a.compact.WaitIdle()
+	}
+	if compacted == 0 {
+		t.Fatal("nothing was compacted")
+	}
+	other := &ctlSummarizer{mode: "fail"}
+	b := newGuard(t, smallWindow(), WithStore(st), WithSummarizer(other))
+	for i, body := range bodies {
+		res := b.RewriteBody(context.Background(), anthropic.Protocol, oneSession, body)
+		if !bytes.Equal(res.Body, sent[i]) {
+			t.Fatalf("request %d: the second Guard sent other bytes", i)
+		}
+	}
+	if other.count() != 0 {
+		t.Fatalf("the second Guard asked a summarizer %d times", other.count())
+	}
 }

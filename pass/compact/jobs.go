@@ -66,6 +66,9 @@ func (j *jobs) start(s *planState, env *pipeline.Env) *job {
 	if jb := j.m[key]; jb != nil {
 		return jb
 	}
+	if rec, err := p.records.get(p.blobs.Store, key); err != nil || rec != nil {
+		return nil // written already (by another process on the store)
+	}
 	now := p.now()
 	if t, ok := j.failed[key]; ok {
 		if now.Before(t) {
