@@ -318,6 +318,9 @@ type Result struct {
 	// as anthropic-beta, for settings the rewrite needs.
 	Headers [][2]string
 	Event   bool // an edit event: history before the newest turn changed
+	// Compaction is the store key of the compaction this request carries
+	// for the first time (compact.ReadRecord tells what it cost), or "".
+	Compaction string
 	// Skipped says why the body was not rewritten: "bypass", "invalid
 	// json", "not a messages request" or "dry run"; empty when it was.
 	Skipped string
@@ -412,6 +415,9 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 	for _, n := range run.Notes {
 		if n == "edit-event" {
 			res.Event = true
+		}
+		if k, ok := strings.CutPrefix(n, compact.NotePrefix); ok {
+			res.Compaction = k
 		}
 	}
 	res.TokensAfter = res.TokensBefore

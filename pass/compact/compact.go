@@ -101,6 +101,11 @@ type compaction struct {
 	rec *record // nil while no summary exists
 }
 
+// NotePrefix starts the note (pipeline.Request.Note) of a request that
+// carries a compaction for the first time; the store key of its record
+// (ReadRecord) follows.
+const NotePrefix = "compaction:"
+
 // memoKey names what the pass keeps in a session's memory.
 const memoKey = "compact/keys"
 
@@ -160,9 +165,9 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 		r.Require(conversation.DropInvalidThinking)
 	}
 	last := pl.applied[len(pl.applied)-1]
-	if len(pl.applied) > 0 && pl.appliedAt == len(c.Messages) {
+	if pl.appliedAt == len(c.Messages) {
 		r.Note("edit-event")
-		r.Note("compaction")
+		r.Note(NotePrefix + last.key)
 	}
 	return p.edits(r, first, last)
 }
@@ -371,7 +376,9 @@ func (s *planState) current(env *pipeline.Env) error {
 		return nil
 	}
 	job := s.p.jobs.start(s, env)
-	if cur < s.lim.force {
+	if cur < s.lim.force && (s.p.sum != nil || cur < s.lim.swap) {
+		// Below the overflow line a model's summary is worth waiting
+		// for; with no model to ask, the extractive one serves at swap.
 		return nil
 	}
 	var rec *record
