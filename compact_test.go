@@ -155,7 +155,7 @@ func summaryOf(body []byte) string {
 
 // compactionStream is a generated Claude Code session long enough to be
 // compacted several times under smallWindow.
-func compactionStream(t *testing.T) [][]byte {
+func compactionStream(t testing.TB) [][]byte {
 	return generated(t, anthropic.Protocol, 1, 300)[0]
 }
 
@@ -338,5 +338,45 @@ func TestCompactionRestartSameBytes(t *testing.T) {
 	}
 	if other.count() != 0 {
 		t.Fatalf("the second Guard asked a summarizer %d times", other.count())
+	}
+}
+
+// BenchmarkCompactionSwap compares the request that swaps a prepared
+// summary in with the request before it, which does not: both on a Guard
+// that has seen the session's previous request (the incremental path) and
+// whose store holds the summary. The bound: at most 5 ms more.
+func BenchmarkCompactionSwap(b *testing.B) {
+	bodies := compactionStream(b)
+	st := store.NewMemory()
+	g := newGuard(b, smallWindow(), WithStore(st), WithSummarizer(&ctlSummarizer{mode: "fast"}))
+	k := -1
+	for i, body := range bodies {
+		if res := g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, body); res.Compaction != "" {
+			k = i
+			break
+		}
+		g.compact.WaitIdle()
+	}
+	if k < 2 {
+		b.Fatal("no request swapped a summary in")
+	}
+	for _, tc := range []struct {
+		name string
+		at   int
+	}{{"before", k - 1}, {"swap", k}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bodies[tc.at])))
+			for b.Loop() {
+				b.StopTimer()
+				g := newGuard(b, smallWindow(), WithStore(st), WithSummarizer(&ctlSummarizer{mode: "fast"}))
+				g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, bodies[tc.at-1])
+				b.StartTimer()
+				res := g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, bodies[tc.at])
+				if (res.Compaction != "") != (tc.name == "swap") {
+					b.Fatalf("request %d: compaction %q", tc.at, res.Compaction)
+				}
+			}
+		})
 	}
 }

@@ -168,3 +168,52 @@ func TestPaysBack(t *testing.T) {
 		}
 	}
 }
+
+// TestSizes: the sizes the plan tells later passes are the sizes it
+// replayed: at each event's request, the size after the event; at every
+// request, the messages under the boundaries in effect there, and a part
+// of a request is the whole minus its head.
+func TestSizes(t *testing.T) {
+	msgs := session(60, 50, 700)
+	lim := limits{trigger: 8_000, keepTokens: 1500, keepUses: 2, clearAtLeast: 2000}
+	p := newPlanner(0, msgs)
+	pl := p.run(msgs, lim)
+	if len(pl.events) < 2 {
+		t.Fatalf("%d events: the test checks too little", len(pl.events))
+	}
+	s := &sizes{p: p, events: pl.events}
+	for _, e := range pl.events {
+		if got := s.Size(e.at, 0); got != e.after {
+			t.Errorf("request %d: size %d, the plan replayed %d", e.at, got, e.after)
+		}
+	}
+	c, th, k := 0, 0, 0
+	for at := 0; at <= len(msgs); at++ {
+		for k < len(pl.events) && pl.events[k].at <= at {
+			c, th = pl.events[k].clearTo, pl.events[k].thinkTo
+			k++
+		}
+		whole := p.size(at, c, th)
+		if got := s.Size(at, 0); got != whole {
+			t.Fatalf("request %d: size %d, want %d", at, got, whole)
+		}
+		for from := 0; from <= at; from += 7 {
+			// Each message as the boundaries at request at leave it.
+			want := 0
+			for i := from; i < at; i++ {
+				m := msgs[i]
+				switch {
+				case i < c:
+					want += m.stubbed - m.think
+				case i < th:
+					want += m.tok - m.think
+				default:
+					want += m.tok
+				}
+			}
+			if got := s.Size(at, from); got != want {
+				t.Fatalf("request %d from %d: size %d, want %d", at, from, got, want)
+			}
+		}
+	}
+}
