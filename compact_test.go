@@ -13,6 +13,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/prompt"
 	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
@@ -80,8 +81,9 @@ func TestCompactionSmoke(t *testing.T) {
 			g := newGuard(t, cfg, WithStore(st), WithSummarizer(&fakeSummarizer{}))
 			h := http.Header{"X-Claude-Code-Session-Id": {"s"}}
 			for si, bodies := range generated(t, p, 2, 150) {
-				compactions := 0
+				compactions, events := 0, 0
 				maxSent := 0
+				var prev []byte
 				for i, b := range bodies {
 					res := g.RewriteBody(context.Background(), p, h, b)
 					if res.Err != nil {
@@ -90,13 +92,26 @@ func TestCompactionSmoke(t *testing.T) {
 					if err := validRewrite(p, cfg, b, res.Body); err != nil {
 						t.Fatalf("session %d request %d: %v", si, i, err)
 					}
+					if prev != nil && !extends(t, p, prev, res.Body) {
+						if !res.Event {
+							t.Fatalf("session %d request %d: the sent history changed without an edit event", si, i)
+						}
+						events++
+					}
+					prev = bytes.Clone(res.Body)
+					if line := 36_000; tokens.Estimate(res.Body) > line {
+						t.Errorf("session %d request %d: %d tokens sent, above the overflow line %d", si, i, tokens.Estimate(res.Body), line)
+					}
 					if strings.Contains(string(res.Body), "ctxguard compacted the first") && !strings.Contains(string(b), "ctxguard compacted") {
 						compactions++
 					}
 					maxSent = max(maxSent, tokens.Estimate(res.Body))
 					g.compact.WaitIdle()
 				}
-				t.Logf("session %d: %d requests, %d with a summary, largest sent %d tokens (original last %d)", si, len(bodies), compactions, maxSent, tokens.Estimate(bodies[len(bodies)-1]))
+				t.Logf("session %d: %d requests, %d with a summary, %d edit events, largest sent %d tokens (original last %d)", si, len(bodies), compactions, events, maxSent, tokens.Estimate(bodies[len(bodies)-1]))
+				if events > len(bodies)/10 {
+					t.Errorf("session %d: %d edit events in %d requests, more than one per 10", si, events, len(bodies))
+				}
 			}
 		})
 	}
@@ -379,4 +394,20 @@ func BenchmarkCompactionSwap(b *testing.B) {
 			}
 		})
 	}
+}
+
+// extends reports whether sent body b extends sent body a as the prompt
+// cache sees them (internal/prompt), in protocol p.
+func extends(t *testing.T, p protocol.Protocol, a, b []byte) bool {
+	t.Helper()
+	ca, err := p.Parse(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := p.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ok := prompt.Shared(prompt.FromConversation(ca), prompt.FromConversation(cb))
+	return ok
 }
