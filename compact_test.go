@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -410,4 +411,59 @@ func extends(t *testing.T, p protocol.Protocol, a, b []byte) bool {
 	}
 	_, ok := prompt.Shared(prompt.FromConversation(ca), prompt.FromConversation(cb))
 	return ok
+}
+
+// TestRecoverLearnsAndCompacts: after the upstream refuses a request as
+// too long, Recover learns the model's limit from the error, returns the
+// same request compacted (extractive, no waiting), and later requests of
+// the session (and of a restarted Guard on the same store) are compacted
+// under the learned limit too.
+func TestRecoverLearnsAndCompacts(t *testing.T) {
+	cfg := config.Defaults() // a 200K window: nothing is compacted on its own
+	cfg.Compact.Wait = time.Hour
+	st := store.NewMemory()
+	g := newGuard(t, cfg, WithStore(st), WithSummarizer(&ctlSummarizer{mode: "block", release: make(chan struct{})}))
+	bodies := compactionStream(t)
+	k := len(bodies) * 2 / 3
+	req := httptest.NewRequest(http.MethodPost, "/v1/messages", nil)
+	req.Header = sessionHeader(1)
+	out := g.Rewrite(context.Background(), req, anthropic.Protocol, bodies[k])
+	if out.Recover == nil {
+		t.Fatal("no Recover on a rewritten request")
+	}
+	sent := tokens.Estimate(bodies[k])
+	if out.Body != nil {
+		sent = tokens.Estimate(out.Body)
+	}
+	if summaryOf(out.Body) != "" {
+		t.Fatal("compacted before any overflow")
+	}
+	// The API counted twice what ctxguard estimated, over a limit of 1.5×.
+	body, release, ok := out.Recover(context.Background(), protocol.Overflow{Tokens: 2 * sent, Limit: 3 * sent / 2})
+	if !ok {
+		t.Fatal("Recover found nothing to do")
+	}
+	if summaryOf(body) != "extractive" {
+		t.Fatalf("retry carries summary %q, want the extractive one (no waiting)", summaryOf(body))
+	}
+	if got := tokens.Estimate(body); got >= sent*3/4 {
+		t.Errorf("retry estimated at %d tokens; the learned line is %d", got, sent*3/4)
+	}
+	if err := validRewrite(anthropic.Protocol, cfg, bodies[k], body); err != nil {
+		t.Fatal(err)
+	}
+	if release != nil {
+		release()
+	}
+	if g.Stats().Recovered.Load() != 1 {
+		t.Errorf("Recovered = %d", g.Stats().Recovered.Load())
+	}
+	// The next request, on this Guard and on a restarted one, is
+	// compacted as the retry was.
+	next := g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(1), bodies[k+1])
+	g2 := newGuard(t, cfg, WithStore(st))
+	again := g2.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(1), bodies[k+1])
+	if summaryOf(next.Body) == "" || !bytes.Equal(next.Body, again.Body) {
+		t.Fatalf("after the lesson: summary %q, restarted Guard same bytes %v", summaryOf(next.Body), bytes.Equal(next.Body, again.Body))
+	}
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/ctxguard/ctxguard/pass/clear"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/pass/compress"
+	"github.com/ctxguard/ctxguard/pass/digest"
 	"github.com/ctxguard/ctxguard/pass/persist"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
@@ -220,7 +221,8 @@ type Deps struct {
 
 // Compile builds the pipeline cfg describes, in the order passes must run:
 // per-result compression first (it shortens a result the same way on every
-// request), then persistence of what is still too large (it stores the
+// request), then the small model's digest of a large result (opt-in),
+// then persistence of what is still too large (it stores the
 // original and previews the compressed text), then history clearing,
 // which replaces whole old results and so supersedes both, then
 // compaction, which replaces the oldest part of a long history, cleared
@@ -230,6 +232,13 @@ func Compile(cfg config.Config, d Deps) (*pipeline.Pipeline, *compact.Pass, erro
 	var passes []pipeline.Pass
 	if cfg.Compress.Enabled {
 		p, err := compress.New(cfg.Compress)
+		if err != nil {
+			return nil, nil, err
+		}
+		passes = append(passes, p)
+	}
+	if cfg.Digest.Enabled {
+		p, err := digest.New(cfg.Digest, d.Blobs, d.Summarizer, d.Log)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/ctxguard/ctxguard/pass/clear"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/pass/compress"
+	"github.com/ctxguard/ctxguard/pass/digest"
 	"github.com/ctxguard/ctxguard/pass/persist"
 )
 
@@ -79,6 +80,9 @@ type Config struct {
 	Models model.Config `yaml:"models"`
 	// Compress is the per-result compression pass.
 	Compress compress.Config `yaml:"compress"`
+	// Digest replaces one large result of listed tools with a small
+	// model's answer to the call's request (off by default).
+	Digest digest.Config `yaml:"digest"`
 	// Persist stores oversized tool results and leaves a preview.
 	Persist persist.Config `yaml:"persist"`
 	// Clear is the history clearing pass.
@@ -208,6 +212,7 @@ func Defaults() Config {
 		},
 		Models:   model.Defaults(),
 		Compress: compress.Defaults(),
+		Digest:   digest.Defaults(),
 		Persist:  persist.Defaults(),
 		Clear:    clear.Defaults(),
 		Compact:  compact.Defaults(),
@@ -451,6 +456,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Compress.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("compress: %w", err))
+	}
+	if err := c.Digest.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("digest: %w", err))
 	}
 	if err := c.Persist.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("persist: %w", err))
