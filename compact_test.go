@@ -420,7 +420,7 @@ func extends(t *testing.T, p protocol.Protocol, a, b []byte) bool {
 // under the learned limit too.
 func TestRecoverLearnsAndCompacts(t *testing.T) {
 	cfg := config.Defaults() // a 200K window: nothing is compacted on its own
-	cfg.Compact.Wait = time.Hour
+	cfg.Compact.Wait = 100 * time.Millisecond
 	st := store.NewMemory()
 	g := newGuard(t, cfg, WithStore(st), WithSummarizer(&ctlSummarizer{mode: "block", release: make(chan struct{})}))
 	bodies := compactionStream(t)
@@ -461,7 +461,7 @@ func TestRecoverLearnsAndCompacts(t *testing.T) {
 	// The next request, on this Guard and on a restarted one, is
 	// compacted as the retry was.
 	next := g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(1), bodies[k+1])
-	g2 := newGuard(t, cfg, WithStore(st))
+	g2 := newGuard(t, cfg, WithStore(st), WithSummarizer(&ctlSummarizer{mode: "block", release: make(chan struct{})}))
 	again := g2.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(1), bodies[k+1])
 	if summaryOf(next.Body) == "" || !bytes.Equal(next.Body, again.Body) {
 		t.Fatalf("after the lesson: summary %q, restarted Guard same bytes %v", summaryOf(next.Body), bytes.Equal(next.Body, again.Body))

@@ -43,6 +43,7 @@ func allOff() config.Config {
 	c.Compress.Enabled = false
 	c.Persist.Enabled = false
 	c.Clear.Enabled = false
+	c.Compact.Enabled = false
 	return c
 }
 

@@ -170,6 +170,8 @@ func stageConfigs(cfg config.Config, passes []string) ([]config.Config, bool) {
 		"compress": func(c *config.Config) { c.Compress.Enabled = false },
 		"persist":  func(c *config.Config) { c.Persist.Enabled = false },
 		"clear":    func(c *config.Config) { c.Clear.Enabled = false },
+		"digest":   func(c *config.Config) { c.Digest.Enabled = false },
+		"compact":  func(c *config.Config) { c.Compact.Enabled = false },
 	}
 	for _, p := range passes {
 		if off[p] == nil {
@@ -193,6 +195,8 @@ func Off(cfg config.Config) config.Config {
 	cfg.Compress.Enabled = false
 	cfg.Persist.Enabled = false
 	cfg.Clear.Enabled = false
+	cfg.Digest.Enabled = false
+	cfg.Compact.Enabled = false
 	return cfg
 }
 

@@ -196,7 +196,12 @@ func match(globs []string, name string) bool {
 // does not depend on blob ids or paths.
 const (
 	stubTokens  = 25
-	blockTokens = 4 // per-block framing
+	blockTokens = 4 // per-block framing the plan counts
+	// messageFrame and blockFrame approximate the rest of the JSON
+	// around a message and a block (keys, type names, quotes), measured
+	// on generated sessions of every protocol (TestFrame).
+	messageFrame = 6
+	blockFrame   = 10
 )
 
 type itemKind uint8
@@ -256,8 +261,10 @@ func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
 		m := &c.Messages[mi]
 		mc := &a.costs[mi]
 		mc.assistant = m.Role == conversation.RoleAssistant
+		mc.frame = messageFrame
 		for bi := range m.Blocks {
 			b := &m.Blocks[bi]
+			mc.frame += blockFrame + tokens.Estimate(c.Bytes(b.ID)) + tokens.Estimate(c.Bytes(b.Name))
 			var t int
 			switch b.Kind {
 			case conversation.Text:
@@ -357,7 +364,7 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 	}
 	pn := newPlanner(0, a.costs)
 	pl := pn.run(a.costs, p.limits(r.Env))
-	r.Sizes = &sizes{p: pn, events: pl.events}
+	r.Sizes = newSizes(pn, pl, a.costs)
 	if n := len(pl.events); n > 0 && pl.events[n-1].at == len(r.Conv.Messages) {
 		r.Note("edit-event")
 	}

@@ -16,6 +16,10 @@ type msgCost struct {
 	think     int // thinking blocks that an event may remove
 	clearable int // tokens of clearable items (for the keep rule)
 	uses      int // tool calls in the message
+	// frame is what the message's JSON costs beyond what the counts
+	// above measure (keys, ids, names), from parts that never change
+	// between requests: only HistorySizer adds it, the plan does not.
+	frame int
 }
 
 // limits are the planner's settings, resolved to tokens for one model.
@@ -180,6 +184,16 @@ func paysBack(freed, rewritten, requests int, lim limits) bool {
 type sizes struct {
 	p      *planner
 	events []event
+	frame  []int // frame[i] = sum of msgs[:i].frame
+}
+
+// newSizes returns the sizes of the plan pl made by p over msgs.
+func newSizes(p *planner, pl plan, msgs []msgCost) *sizes {
+	s := &sizes{p: p, events: pl.events, frame: make([]int, len(msgs)+1)}
+	for i, m := range msgs {
+		s.frame[i+1] = s.frame[i] + m.frame
+	}
+	return s
 }
 
 // Size implements pipeline.HistorySizer.
@@ -190,5 +204,5 @@ func (s *sizes) Size(at, from int) int {
 	if k > 0 {
 		c, t = s.events[k-1].clearTo, s.events[k-1].thinkTo
 	}
-	return s.p.size(at, c, t) - s.p.size(from, min(c, from), min(t, from))
+	return s.p.size(at, c, t) - s.p.size(from, min(c, from), min(t, from)) + s.frame[at] - s.frame[from]
 }

@@ -181,7 +181,7 @@ func TestSizes(t *testing.T) {
 	if len(pl.events) < 2 {
 		t.Fatalf("%d events: the test checks too little", len(pl.events))
 	}
-	s := &sizes{p: p, events: pl.events}
+	s := newSizes(p, pl, msgs)
 	for _, e := range pl.events {
 		if got := s.Size(e.at, 0); got != e.after {
 			t.Errorf("request %d: size %d, the plan replayed %d", e.at, got, e.after)

@@ -142,20 +142,32 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 		sizes = rawSizes(r)
 	}
 	base := tokens.Estimate(c.Body[:c.Messages[0].Span.Start]) + tokens.Estimate(c.Body[c.List.End:])
-	pl := &planState{p: p, r: r, lim: lim, sizes: sizes, base: base, first: first, proto: env.Protocol}
-	pl.memo, _ = r.Memo[memoKey].(*keyMemo)
-	if pl.memo == nil {
-		pl.memo = &keyMemo{}
-	}
-	pl.stable = r.Stable
-	if err := pl.replay(); err != nil {
-		return nil, err
+	memo, _ := r.Memo[memoKey].(*keyMemo)
+	if memo == nil {
+		memo = &keyMemo{}
 	}
 	if r.Memo != nil {
-		r.Memo[memoKey] = pl.memo
+		r.Memo[memoKey] = memo
 	}
-	if err := pl.current(env); err != nil {
-		return nil, err
+	// A summary this request writes (at the overflow line) counts from the
+	// first request at swap on, as the next request's replay will count
+	// it: the history is replayed again with it, until no new one is
+	// needed.
+	var pl *planState
+	var now current
+	for range maxRounds {
+		pl = &planState{p: p, r: r, lim: lim, sizes: sizes, base: base, first: first, proto: env.Protocol, memo: memo, stable: r.Stable, now: &now}
+		if err := pl.replay(); err != nil {
+			return nil, err
+		}
+		wrote, err := pl.step(len(c.Messages), env)
+		if err != nil {
+			return nil, err
+		}
+		if !wrote {
+			break
+		}
+		now.event = true
 	}
 	if len(pl.applied) == 0 {
 		return nil, nil
@@ -165,7 +177,7 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 		r.Require(conversation.DropInvalidThinking)
 	}
 	last := pl.applied[len(pl.applied)-1]
-	if pl.appliedAt == len(c.Messages) {
+	if pl.fresh {
 		r.Note("edit-event")
 		r.Note(NotePrefix + last.key)
 	}
@@ -198,6 +210,13 @@ func rawSizes(r *pipeline.Request) pipeline.HistorySizer {
 	return pipeline.NewRawSizes(counts)
 }
 
+// current is what the current request did so far, kept across the
+// replays of its history.
+type current struct {
+	waited bool // it waited for a model's summary (it waits once)
+	event  bool // it carries a compaction for the first time
+}
+
 // planState is one request's replay.
 type planState struct {
 	p      *Pass
@@ -210,9 +229,10 @@ type planState struct {
 	memo   *keyMemo
 	stable int
 
-	applied   []compaction
-	appliedAt int         // the request that applied the last compaction
-	pending   *compaction // planned, not yet applied
+	now     *current // what the current request did, across replays
+	fresh   bool     // the current request is the first to carry a compaction
+	applied []compaction
+	pending *compaction // planned, not yet applied
 }
 
 // size is the request holding the first at messages under the applied
@@ -255,37 +275,95 @@ func boundary(msgs []conversation.Message, at int) bool {
 	return msgs[n-1].Role != conversation.RoleAssistant
 }
 
-// replay walks the session's requests and finds the compactions that were
-// (or are now) applied.
+// replay walks the session's requests before this one and finds the
+// compactions that were applied.
 func (s *planState) replay() error {
 	msgs := s.r.Conv.Messages
-	for at := 1; at <= len(msgs); at++ {
-		if !boundary(msgs, at) {
-			continue
-		}
-		cur := s.size(at)
-		if s.pending == nil && cur >= s.lim.prepare {
-			cp, err := s.plan(at)
-			if err != nil {
+	for at := 1; at < len(msgs); at++ {
+		if boundary(msgs, at) {
+			if _, err := s.step(at, nil); err != nil {
 				return err
-			}
-			s.pending = cp
-		}
-		if s.pending != nil && cur >= s.lim.swap {
-			rec, err := s.p.records.get(s.p.blobs.Store, s.pending.key)
-			if err != nil {
-				return err
-			}
-			if rec != nil {
-				s.pending.rec = rec
-				s.applied = append(s.applied, *s.pending)
-				s.appliedAt = at
-				s.pending = nil
 			}
 		}
 	}
 	return nil
 }
+
+// step decides at request at: it fixes the span to summarize once the
+// size reaches prepare, and swaps the span's summary in at swap when one
+// exists. For the current request (env not nil) it also starts the
+// summary in the background, and at the overflow line waits for it, then
+// falls back to the extractive one. After a compaction the request is
+// judged again, so a request far over the line (the first one seen of a
+// long session, or one the upstream refused) gets as many as it needs.
+func (s *planState) step(at int, env *pipeline.Env) (wrote bool, err error) {
+	for range maxRounds {
+		cur := s.size(at)
+		if cur < s.lim.prepare {
+			return false, nil
+		}
+		if s.pending == nil {
+			cp, err := s.plan(at)
+			if err != nil || cp == nil {
+				return false, err
+			}
+			s.pending = cp
+		}
+		if cur < s.lim.swap {
+			if env != nil {
+				s.p.jobs.start(s, env) // ready by swap, with luck
+			}
+			return false, nil
+		}
+		key := s.pending.key
+		rec, err := s.p.records.get(s.p.blobs.Store, key)
+		if err != nil {
+			return false, err
+		}
+		// A summary counts from the request that first carried it (its
+		// activation), never earlier: what earlier requests sent stays
+		// what they sent.
+		act := 0
+		if rec != nil {
+			if act, err = s.p.records.activation(s.p.blobs.Store, key); err != nil {
+				return false, err
+			}
+		}
+		if env == nil {
+			if rec == nil || act == 0 || act > at {
+				return false, nil
+			}
+		} else {
+			if rec == nil {
+				if rec, err = s.summary(cur, env); err != nil || rec == nil {
+					return false, err
+				}
+				act = 0 // written now; activated below
+			}
+			if act == 0 {
+				if act, err = s.p.records.activate(s.p.blobs.Store, key, at); err != nil {
+					return false, err
+				}
+				// The history is replayed again with it (the caller).
+				return true, nil
+			}
+			if act > at {
+				return false, nil // another instance carried it from a later request
+			}
+			if act == at {
+				s.fresh = true
+			}
+		}
+		s.pending.rec = rec
+		s.applied = append(s.applied, *s.pending)
+		s.pending = nil
+	}
+	return false, nil
+}
+
+// maxRounds bounds the compactions one request can add, and the replays
+// it runs.
+const maxRounds = 16
 
 // plan fixes the span a compaction at request at summarizes, or returns
 // nil when none would help: the span ends before the protected tail, at an
@@ -363,42 +441,35 @@ func (s *planState) key(from, to int) (string, error) {
 	return key, nil
 }
 
-// current decides for the request itself: start the summary of a planned
-// span in the background, and when the request would cross the overflow
-// line without one, wait for it, then use the extractive summary.
-func (s *planState) current(env *pipeline.Env) error {
-	if s.pending == nil {
-		return nil
+// summary returns the pending span's summary for the current request,
+// which is cur tokens: nil below the overflow line while a model writes it
+// in the background (started here if need be); at the line, the model's
+// if it lands within wait, else the extractive one. With no model to ask,
+// the extractive one serves from swap on.
+func (s *planState) summary(cur int, env *pipeline.Env) (*record, error) {
+	// With no model, the extractive summary serves from swap on; a
+	// request that already breaks the cache compacts below swap at once,
+	// so that one event does what two would.
+	force := cur >= s.lim.force || (cur >= s.lim.swap && (s.p.sum == nil || s.now.event))
+	wait := !env.Urgent && !s.now.waited && !s.now.event && s.p.cfg.Wait > 0
+	var job *job
+	if !force || wait {
+		job = s.p.jobs.start(s, env)
 	}
-	n := len(s.r.Conv.Messages)
-	cur := s.size(n)
-	if cur < s.lim.prepare {
-		return nil
-	}
-	job := s.p.jobs.start(s, env)
-	if cur < s.lim.force && (s.p.sum != nil || cur < s.lim.swap) {
-		// Below the overflow line a model's summary is worth waiting
-		// for; with no model to ask, the extractive one serves at swap.
-		return nil
+	if !force {
+		return nil, nil
 	}
 	var rec *record
-	var err error
-	if job != nil && !env.Urgent && s.p.cfg.Wait > 0 {
+	if job != nil && wait {
+		s.now.waited = true
 		rec = job.wait(s.r.Ctx, s.p.cfg.Wait)
 	}
-	if rec == nil {
-		// No summary in time: the extractive one, unless a model's
-		// landed meanwhile (the first record written wins).
-		rec, err = s.p.put(s.pending.key, s.extractive())
-		if err != nil {
-			return err
-		}
+	if rec != nil {
+		return rec, nil
 	}
-	s.pending.rec = rec
-	s.applied = append(s.applied, *s.pending)
-	s.appliedAt = n
-	s.pending = nil
-	return nil
+	// No summary in time: the extractive one, unless a model's landed
+	// meanwhile (the first record written wins).
+	return s.p.put(s.pending.key, s.extractive())
 }
 
 // spanInput is what summarizing the pending span needs, copied out of the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ctxguard/ctxguard/conversation"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -115,9 +116,59 @@ type recordCache struct {
 	mu  sync.Mutex
 	max int
 	m   map[string]*record
+	act map[string]int // activations read or written
 }
 
-func (c *recordCache) init(max int) { c.max, c.m = max, map[string]*record{} }
+func (c *recordCache) init(max int) { c.max, c.m, c.act = max, map[string]*record{}, map[string]int{} }
+
+// activation returns the request (its message count) that first carried
+// the summary under key, or 0 when none did yet.
+func (c *recordCache) activation(st store.Store, key string) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.activationLocked(st, key)
+}
+
+func (c *recordCache) activationLocked(st store.Store, key string) (int, error) {
+	if n := c.act[key]; n > 0 {
+		return n, nil
+	}
+	b, err := st.Get(key + "/at")
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("compact: reading a summary's activation: %w", err)
+	}
+	n, err := strconv.Atoi(string(b))
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("compact: the activation of %s does not decode", key)
+	}
+	if len(c.act) >= c.max {
+		clear(c.act)
+	}
+	c.act[key] = n
+	return n, nil
+}
+
+// activate records that request at is the first to carry the summary
+// under key, unless one is recorded already, and returns the recorded
+// one. Like records, an activation is written once.
+func (c *recordCache) activate(st store.Store, key string, at int) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, err := c.activationLocked(st, key); err != nil || n > 0 {
+		return n, err
+	}
+	if err := st.Put(key+"/at", []byte(strconv.Itoa(at))); err != nil {
+		return 0, fmt.Errorf("compact: storing a summary's activation: %w", err)
+	}
+	if len(c.act) >= c.max {
+		clear(c.act)
+	}
+	c.act[key] = at
+	return at, nil
+}
 
 // get returns the record under key, nil when there is none.
 func (c *recordCache) get(st store.Store, key string) (*record, error) {
