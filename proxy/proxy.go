@@ -677,6 +677,11 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseC
 	if err != nil {
 		return p.upstreamError(r, ctx, x, err)
 	}
+	if oc.Recover != nil && (res.StatusCode == http.StatusBadRequest || res.StatusCode == http.StatusRequestEntityTooLarge) {
+		if or, ok := x.proto.(protocol.OverflowReader); ok {
+			res = p.recoverOverflow(ctx, r, out, res, &oc, x, or, cancel)
+		}
+	}
 	defer res.Body.Close()
 	return p.respond(ctx, w, r, rc, res, &oc, x, cancel)
 }

@@ -56,3 +56,6 @@ func (responsesAPI) AppendError(dst []byte, k protocol.Kind, message, id string)
 func (responsesAPI) ErrorStatus(k protocol.Kind, status int) int {
 	return openai.ErrorStatus(k, status)
 }
+
+// Overflow implements protocol.OverflowReader (openai.Overflow).
+func (responsesAPI) Overflow(status int, body []byte) (protocol.Overflow, bool) { return openai.Overflow(status, body) }
