@@ -52,4 +52,6 @@ func (chatAPI) AppendError(dst []byte, k protocol.Kind, message, id string) []by
 func (chatAPI) ErrorStatus(k protocol.Kind, status int) int { return openai.ErrorStatus(k, status) }
 
 // Overflow implements protocol.OverflowReader (openai.Overflow).
-func (chatAPI) Overflow(status int, body []byte) (protocol.Overflow, bool) { return openai.Overflow(status, body) }
+func (chatAPI) Overflow(status int, body []byte) (protocol.Overflow, bool) {
+	return openai.Overflow(status, body)
+}

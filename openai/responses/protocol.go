@@ -58,4 +58,6 @@ func (responsesAPI) ErrorStatus(k protocol.Kind, status int) int {
 }
 
 // Overflow implements protocol.OverflowReader (openai.Overflow).
-func (responsesAPI) Overflow(status int, body []byte) (protocol.Overflow, bool) { return openai.Overflow(status, body) }
+func (responsesAPI) Overflow(status int, body []byte) (protocol.Overflow, bool) {
+	return openai.Overflow(status, body)
+}
