@@ -43,6 +43,7 @@ import (
 	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/session"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/summarize"
 	"github.com/ctxguard/ctxguard/tokens"
 	"github.com/ctxguard/ctxguard/validate"
 )
@@ -113,8 +114,9 @@ func WithLogger(l *slog.Logger) Option { return func(g *Guard) { g.log = l } }
 // WithStore replaces the embedded store (tests, replays, a shared store).
 func WithStore(s store.Store) Option { return func(g *Guard) { g.store = s } }
 
-// WithSummarizer sets what writes compaction summaries (default: the
-// configured summarizer).
+// WithSummarizer sets what writes compaction summaries and digests
+// (default: the configured one, compact.SummarizerConfig, made by package
+// summarize).
 func WithSummarizer(s compact.Summarizer) Option { return func(g *Guard) { g.summarizer = s } }
 
 // WithClock sets the clock blob uses and sweeps are timed by (default
@@ -155,6 +157,12 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 	g.blobs = &store.Blobs{Store: g.store, TTL: cfg.BlobTTL, Now: g.now}
 	if cfg.Local.Access != "off" {
 		g.blobs.BaseURL = "http://" + config.LocalAddr(cfg.Listen)
+	}
+	if g.summarizer == nil && (cfg.Compact.Enabled || cfg.Digest.Enabled) && cfg.Compact.Summarizer.Mode != "none" {
+		ups := map[string]string{"anthropic": cfg.Upstreams.Anthropic, "openai": cfg.Upstreams.OpenAI}
+		if g.summarizer, err = summarize.New(cfg.Compact.Summarizer, g.protocols, ups, nil, g.log); err != nil {
+			return nil, err
+		}
 	}
 	g.pipe, g.compact, err = Compile(cfg, Deps{Blobs: g.blobs, Log: g.log, Summarizer: g.summarizer, Now: g.now})
 	if err != nil {

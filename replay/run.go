@@ -108,6 +108,8 @@ var ValidateOptions = ctxguard.Allowed(config.Defaults())
 // another pass the per-pass split is left out.
 func GuardPipeline(cfg config.Config) (Pipeline, error) {
 	cfg.DryRun = false
+	// A replay never calls a model: summaries are extractive.
+	cfg.Compact.Summarizer.Mode = "none"
 	if err := cfg.Validate(); err != nil {
 		return Pipeline{}, err
 	}

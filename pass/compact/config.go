@@ -37,15 +37,18 @@ type Config struct {
 	// for a summary still being written before it uses the extractive
 	// summary instead. Default 20s.
 	Wait time.Duration `yaml:"wait"`
+	// Summarizer says who writes the summaries.
+	Summarizer SummarizerConfig `yaml:"summarizer"`
 }
 
 // Defaults returns the compaction configuration ctxguard ships with.
 func Defaults() Config {
 	return Config{
-		Enabled: true,
-		Prepare: model.Fraction(0.60),
-		Swap:    model.Fraction(0.75),
-		Wait:    20 * time.Second,
+		Enabled:    true,
+		Prepare:    model.Fraction(0.60),
+		Swap:       model.Fraction(0.75),
+		Wait:       20 * time.Second,
+		Summarizer: DefaultSummarizer(),
 	}
 }
 
@@ -69,6 +72,9 @@ func (c Config) Validate() error {
 	}
 	if c.Wait < 0 {
 		errs = append(errs, fmt.Errorf("wait: %v is negative", c.Wait))
+	}
+	if err := c.Summarizer.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
