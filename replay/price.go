@@ -34,6 +34,9 @@ type Price struct {
 	Input      float64 `yaml:"input" json:"input"`
 	CacheWrite float64 `yaml:"cache_write" json:"cache_write"`
 	CacheRead  float64 `yaml:"cache_read" json:"cache_read"`
+	// Output is the output price; only summarizer calls are billed for
+	// output (a replay's own requests are compared on their prompts).
+	Output float64 `yaml:"output,omitempty" json:"output,omitempty"`
 	// Long, if set, replaces the three rates for a request whose prompt
 	// is over Long.Above tokens (Haiku 5.5 over 100K, Sonnet 4.x over
 	// 200K with the 1M window).
@@ -46,6 +49,14 @@ type LongPrice struct {
 	Input      float64 `yaml:"input" json:"input"`
 	CacheWrite float64 `yaml:"cache_write" json:"cache_write"`
 	CacheRead  float64 `yaml:"cache_read" json:"cache_read"`
+}
+
+// OutputPrice is Output, or SummaryOutputWeight times Input when unset.
+func (p Price) OutputPrice() float64 {
+	if p.Output > 0 {
+		return p.Output
+	}
+	return SummaryOutputWeight * p.Input
 }
 
 // Cost returns the USD cost of a prompt of prompt tokens of which read
@@ -126,8 +137,9 @@ func DefaultPrices() PriceTable {
 		"claude-sonnet-4": {Input: 3, CacheWrite: 3.75, CacheRead: 0.30,
 			Long: &LongPrice{Above: 200_000, Input: 6, CacheWrite: 7.5, CacheRead: 0.60}},
 		"claude-3-7-sonnet": std(3),
-		"claude-haiku-4-5":  std(1),
-		"claude-3-5-haiku":  {Input: 0.80, CacheWrite: 1, CacheRead: 0.08},
+		// Haiku 4.5 output $5 (same pricing page); it writes summaries.
+		"claude-haiku-4-5": {Input: 1, CacheWrite: 1.25, CacheRead: 0.1, Output: 5},
+		"claude-3-5-haiku": {Input: 0.80, CacheWrite: 1, CacheRead: 0.08},
 
 		// OpenAI (input / cached input; cache_write is the input price).
 		// Variants without an entry (gpt-5-codex, gpt-5.1-codex-max,
@@ -146,7 +158,7 @@ func DefaultPrices() PriceTable {
 		// party, quoting OpenAI's list prices): GPT-5 mini $0.25 / $0.025;
 		// GPT-5.2, GPT-5.2-Codex and GPT-5.3-Codex $1.75 / $0.175; GPT-5.4
 		// $2.50 / $0.25; GPT-4.1 $2.00 / $0.50.
-		"gpt-5-mini":    oa(0.25, 0.025),
+		"gpt-5-mini":    {Input: 0.25, CacheWrite: 0.25, CacheRead: 0.025, Output: 2}, // output $2 (openai.com/api/pricing); it writes summaries
 		"gpt-5.2":       oa(1.75, 0.175),
 		"gpt-5.3-codex": oa(1.75, 0.175),
 		"gpt-5.4":       oa(2.50, 0.25),

@@ -36,6 +36,10 @@ type Report struct {
 	Total Summary `json:"total"`
 	// Prices are the rates used (USD per million tokens), by model.
 	Prices PriceTable `json:"prices"`
+	// Window and Line are the window replay --window set and its
+	// overflow line (window − max output); 0 when not set.
+	Window int `json:"window,omitempty"`
+	Line   int `json:"overflow_line,omitempty"`
 	// Unpriced lists request models the price table lacks; their money
 	// figures are 0.
 	Unpriced []string `json:"unpriced_models,omitempty"`
@@ -141,7 +145,17 @@ type Summary struct {
 	ReportedEvents int `json:"reported_events"`
 	// Compactions counts requests whose history the client restarted.
 	Compactions int `json:"compactions"`
-	Invalid     int `json:"invalid"`
+	// Summaries counts ctxguard's compactions (requests carrying a new
+	// summary); SummaryIn and SummaryOut are the summarizer's tokens,
+	// priced into the sent cost.
+	Summaries  int `json:"summaries"`
+	SummaryIn  int `json:"summary_input_tokens"`
+	SummaryOut int `json:"summary_output_tokens"`
+	// OverLine and OrigOverLine count requests above the overflow line
+	// (replay --window), sent and original.
+	OverLine     int `json:"over_line"`
+	OrigOverLine int `json:"orig_over_line"`
+	Invalid      int `json:"invalid"`
 	// FailOpen counts requests sent unchanged after a pass failed.
 	FailOpen int `json:"fail_open"`
 	// Passes are the tokens each pass saved.
@@ -160,6 +174,8 @@ func summarize(t Totals, usd [4]float64, compactions int) Summary {
 		OrigUSD: usd[0], SentUSD: usd[1], OrigBPUSD: usd[2], SentBPUSD: usd[3],
 		Events: t.Events, OrigEvents: t.OrigEvents, ReportedEvents: t.Reported,
 		Compactions: compactions, Invalid: t.Invalid, FailOpen: t.Failed,
+		Summaries: t.Summaries, SummaryIn: t.SummaryIn, SummaryOut: t.SummaryOut,
+		OverLine: t.OverLine, OrigOverLine: t.OrigOverLine,
 		Passes: slices.Clone(t.Passes), Quotes: t.Quotes, Retention: t.Quotes.Retention(),
 	}
 	if s.Passes == nil {
@@ -216,6 +232,7 @@ type RequestReport struct {
 	APIPrompt int         `json:"api_prompt_tokens,omitempty"`
 	Event     bool        `json:"event,omitempty"`
 	Reset     bool        `json:"compaction,omitempty"`
+	Summary   bool        `json:"summary,omitempty"`
 	Invalid   string      `json:"invalid,omitempty"`
 	FailOpen  string      `json:"fail_open,omitempty"`
 	Quotes    *QuoteStats `json:"quotes,omitempty"`
@@ -228,7 +245,7 @@ func (sr *SessionReport) fill(st *SessionStat, stream []Request, usage []*transc
 		rr := RequestReport{
 			Index: i, OrigTokens: r.OrigTokens, SentTokens: r.SentTokens,
 			OrigCost: r.OrigCost, SentCost: r.SentCost, OrigBPCost: r.OrigBPCost, SentBPCost: r.SentBPCost,
-			Event: r.Event,
+			Event: r.Event, Summary: r.Summary != nil,
 		}
 		if i < len(stream) && stream[i].Reset {
 			rr.Reset = true
@@ -255,6 +272,17 @@ func (sr *SessionReport) fill(st *SessionStat, stream []Request, usage []*transc
 			sr.usd[1] += rr.SentUSD
 			sr.usd[2] += p.Cost(r.OrigTokens, r.OrigBPRead)
 			sr.usd[3] += p.Cost(r.SentTokens, r.SentBPRead)
+			if c := r.Summary; c != nil {
+				// The summarizer's call, at its own model's rates.
+				sp, sid, ok := prices.Lookup(c.Model)
+				if ok {
+					used[sid] = sp
+				}
+				usd := (float64(c.In)*sp.Input + float64(c.Out)*sp.OutputPrice()) / 1e6
+				rr.SentUSD += usd
+				sr.usd[1] += usd
+				sr.usd[3] += usd
+			}
 		} else if r.Model == "" {
 			unpriced["(no model)"] = true
 		} else {
@@ -485,9 +513,17 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 	fmt.Fprintf(&b, "edit events: %d (announced by the pipeline: %d); breaks in the original streams: %d; client compactions: %d\n",
 		t.Events, t.ReportedEvents, t.OrigEvents, t.Compactions)
 	fmt.Fprintf(&b, "validity: %d of %s sent requests invalid; %d forwarded unchanged after a pass failed\n", t.Invalid, stub.Commas(t.Requests), t.FailOpen)
+	if t.Summaries > 0 || r.Line > 0 {
+		fmt.Fprintf(&b, "compactions: %d (summarizer: %s input and %s output tokens, priced into the sent cost); events per request %.3f\n",
+			t.Summaries, stub.Commas(t.SummaryIn), stub.Commas(t.SummaryOut), Ratio(float64(t.Events), float64(t.Requests)))
+	}
+	if r.Line > 0 {
+		fmt.Fprintf(&b, "overflow line %s tokens (window %s − max output %s): %d requests above it sent, %d in the original\n",
+			stub.Commas(r.Line), stub.Commas(r.Window), stub.Commas(r.Window-r.Line), t.OverLine, t.OrigOverLine)
+	}
 	q := t.Quotes
-	fmt.Fprintf(&b, "quote retention: %s answer lines quote a distinctive tool-result line: %s still in the request, %s retrievable, %s lost (%.1f%% retained)\n",
-		stub.Commas(q.Quotes), stub.Commas(q.Kept), stub.Commas(q.Retrievable), stub.Commas(q.Lost), 100*q.Retention())
+	fmt.Fprintf(&b, "quote retention: %s answer lines quote a distinctive tool-result line: %s still in the request, %s retrievable, %s lost (%.1f%% retained, %.1f%% still in the request)\n",
+		stub.Commas(q.Quotes), stub.Commas(q.Kept), stub.Commas(q.Retrievable), stub.Commas(q.Lost), 100*q.Retention(), 100*Ratio(float64(q.Kept), float64(q.Quotes)))
 	nl := 0
 	for _, s := range rows {
 		for _, l := range s.Lost {

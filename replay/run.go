@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"github.com/ctxguard/ctxguard/pass/compact"
 	"path/filepath"
 	"slices"
 
@@ -146,6 +147,17 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 				return Outcome{}, fmt.Errorf("not rewritten: %s", res.Skipped)
 			}
 			out := Outcome{Body: res.Body, Reported: res.Event, Failed: res.Err}
+			if res.Compaction != "" {
+				rec, err := compact.ReadRecord(mem, res.Compaction)
+				if err != nil {
+					return Outcome{}, err
+				}
+				small := rec.Model
+				if c, ok := proto.(protocol.Caller); ok {
+					small = c.SmallModel(res.Model.ID)
+				}
+				out.Summary = &SummaryCall{Model: small, In: rec.InputTokens, Out: rec.OutputTokens}
+			}
 			if res.Err != nil || !staged || len(passes) == 0 || len(res.Passes) != len(passes) {
 				return out, nil
 			}
@@ -202,8 +214,25 @@ func Off(cfg config.Config) config.Config {
 	return cfg
 }
 
+// summaryCost prices a summarizer call in base-input-token units of
+// reqModel: its input at the small model's input price and its output at
+// its output price (SummaryOutputWeight times the input price when the
+// table has none), over reqModel's input price.
+func summaryCost(call SummaryCall, reqModel string, prices PriceTable) float64 {
+	small, _, ok1 := prices.Lookup(call.Model)
+	big, _, ok2 := prices.Lookup(reqModel)
+	if !ok1 || !ok2 || big.Input <= 0 {
+		return float64(call.In) + SummaryOutputWeight*float64(call.Out)
+	}
+	return (float64(call.In)*small.Input + float64(call.Out)*small.OutputPrice()) / big.Input
+}
+
 // RunOptions configure Run.
 type RunOptions struct {
+	// Window and Line, if positive, are the window the replay set and
+	// its overflow line, which requests are checked against
+	// (Options.Line).
+	Window, Line int
 	// Pipeline is what every session is replayed through.
 	Pipeline Pipeline
 	// Build shapes the rebuilt requests (system prompt, tools, model);
@@ -238,7 +267,7 @@ func Run(sessions []*transcript.Session, opt RunOptions) (*Report, error) {
 	for _, s := range sessions {
 		total += s.Requests()
 	}
-	rep := &Report{Version: ReportVersion, Passes: slices.Clone(opt.Pipeline.Passes), Requests: total}
+	rep := &Report{Version: ReportVersion, Passes: slices.Clone(opt.Pipeline.Passes), Requests: total, Window: opt.Window, Line: opt.Line}
 	if rep.Passes == nil {
 		rep.Passes = []string{}
 	}
@@ -276,7 +305,11 @@ func Run(sessions []*transcript.Session, opt RunOptions) (*Report, error) {
 					Check:    check,
 					Protocol: proto,
 					Cache:    cacheModel(proto, sr.Model, prices),
-					Store:    st,
+					Line:     opt.Line,
+					SummaryCost: func(call SummaryCall, reqModel string) float64 {
+						return summaryCost(call, reqModel, prices)
+					},
+					Store: st,
 					Progress: func() {
 						done++
 						if opt.Progress != nil {
@@ -383,4 +416,26 @@ func lastIndex(s, sub string) int {
 		}
 	}
 	return -1
+}
+
+// WithWindow returns cfg with every model's window set to window and its
+// maximum output to min(the model's, maxOutput) (maxOutput 0: window/8),
+// for a replay that asks how ctxguard keeps sessions inside a small
+// window. It returns the overflow line too: window − max output.
+func WithWindow(cfg config.Config, window, maxOutput int) (config.Config, int) {
+	if maxOutput <= 0 {
+		maxOutput = window / 8
+	}
+	lim := func(out int) model.Limits {
+		if out <= 0 || out > maxOutput {
+			out = maxOutput
+		}
+		return model.Limits{Window: window, MaxOutput: out, LongWindow: window}
+	}
+	cfg.Models.Default = lim(maxOutput)
+	cfg.Models.Overrides = map[string]model.Limits{}
+	for _, in := range model.Default().Models() {
+		cfg.Models.Overrides[in.ID] = lim(in.MaxOutput)
+	}
+	return cfg, window - maxOutput
 }

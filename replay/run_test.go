@@ -377,3 +377,51 @@ func TestRunRenderedOpenAI(t *testing.T) {
 		}
 	}
 }
+
+// The shared sessions, Claude Code and Codex, replayed with every model's
+// window at 64K (the proof of compaction; about 15 s): no request
+// sent above the overflow line though hundreds of the originals are, none
+// invalid, compaction and clearing events together at most one per ten
+// requests, sessions compacted, every quoted line still in the request or
+// retrievable, and the summarizer's calls priced in.
+func TestSharedDataSmallWindow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	for _, kind := range []string{"claude-code", "codex"} {
+		t.Run(kind, func(t *testing.T) {
+			ss, err := transcript.Load([]string{shareddata.Dir(t, kind)}, transcript.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, line := WithWindow(config.Defaults(), 64_000, 0)
+			p, err := GuardPipeline(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Run(ss, RunOptions{Pipeline: p, Window: 64_000, Line: line})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSums(t, rep)
+			tt := rep.Total
+			t.Logf("tokens %.3f cost %.3f events %d/%d summaries %d over line %d (original %d) quotes %+v",
+				tt.TokenRatio, tt.CostRatio, tt.Events, tt.Requests, tt.Summaries, tt.OverLine, tt.OrigOverLine, tt.Quotes)
+			if line != 56_000 || tt.OrigOverLine < 100 {
+				t.Fatalf("line %d, %d original requests above it: the test checks too little", line, tt.OrigOverLine)
+			}
+			if tt.OverLine != 0 || tt.Invalid != 0 || tt.FailOpen != 0 {
+				t.Errorf("%d requests sent above the line, %d invalid, %d failed open", tt.OverLine, tt.Invalid, tt.FailOpen)
+			}
+			if tt.Events*10 > tt.Requests {
+				t.Errorf("%d events in %d requests: more than one per ten", tt.Events, tt.Requests)
+			}
+			if tt.Summaries == 0 || tt.SummaryIn == 0 {
+				t.Errorf("%d compactions, %d summarizer input tokens", tt.Summaries, tt.SummaryIn)
+			}
+			if tt.Quotes.Lost != 0 {
+				t.Errorf("%d quoted lines lost", tt.Quotes.Lost)
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ package replay
 
 import (
 	"github.com/ctxguard/ctxguard/internal/prompt"
+	"github.com/ctxguard/ctxguard/tokens"
 
 	"bytes"
 	"fmt"
@@ -53,6 +54,16 @@ type Outcome struct {
 	Reported bool
 	// Failed is a pass failure after which the original was forwarded.
 	Failed error
+	// Summary is the summarizer call of a compaction this request
+	// carries for the first time, or nil.
+	Summary *SummaryCall
+}
+
+// SummaryCall is what writing one compaction summary cost (or, for an
+// extractive summary, what a model call would have cost).
+type SummaryCall struct {
+	Model   string // the summarizer's model
+	In, Out int    // its input and output tokens
 }
 
 // Stage is the body after one pass of a pipeline.
@@ -102,6 +113,14 @@ type RequestStat struct {
 	// Quotes is the quote retention of the answer this request produced
 	// (see quote.go); zero when the stream carries no answers.
 	Quotes QuoteStats
+	// Summary is the compaction summary this request carried first
+	// (Outcome.Summary); SummaryCost what it cost in base-input-token
+	// units of the request's model, already in SentCost and SentBPCost.
+	Summary     *SummaryCall
+	SummaryCost float64
+	// OverLine and OrigOverLine: the sent and the original request's
+	// estimate is above Options.Line.
+	OverLine, OrigOverLine bool
 }
 
 // PassTokens is what one pass did: edits made and prompt tokens saved
@@ -137,6 +156,9 @@ type Totals struct {
 	OrigEvents             int // breaks in the original stream (should be 0)
 	Reported               int // events the rewriter announced
 	Failed                 int // requests forwarded unchanged after a pass failed
+	Summaries              int // compactions (requests carrying a new summary)
+	SummaryIn, SummaryOut  int // the summarizer's tokens
+	OverLine, OrigOverLine int // requests above Options.Line, sent and original
 	Quotes                 QuoteStats
 	// Passes sums PassTokens by pass name, in order of first appearance.
 	Passes []PassTokens
@@ -174,6 +196,17 @@ func (t *Totals) add(r RequestStat) {
 	if r.Failed != nil {
 		t.Failed++
 	}
+	if r.Summary != nil {
+		t.Summaries++
+		t.SummaryIn += r.Summary.In
+		t.SummaryOut += r.Summary.Out
+	}
+	if r.OverLine {
+		t.OverLine++
+	}
+	if r.OrigOverLine {
+		t.OrigOverLine++
+	}
 	t.Quotes.Add(r.Quotes)
 	t.addPasses(r.Passes)
 }
@@ -208,6 +241,11 @@ func (t *Totals) Merge(o Totals) {
 	t.OrigEvents += o.OrigEvents
 	t.Reported += o.Reported
 	t.Failed += o.Failed
+	t.Summaries += o.Summaries
+	t.SummaryIn += o.SummaryIn
+	t.SummaryOut += o.SummaryOut
+	t.OverLine += o.OverLine
+	t.OrigOverLine += o.OrigOverLine
 	t.Quotes.Add(o.Quotes)
 	t.addPasses(o.Passes)
 }
@@ -239,7 +277,18 @@ type Options struct {
 	Protocol protocol.Protocol
 	// Cache is the cost model; the zero value is Anthropic's.
 	Cache CacheModel
+	// Line, if positive, is the overflow line (window − max output):
+	// requests estimated above it are counted (RequestStat.OverLine).
+	Line int
+	// SummaryCost prices a summarizer call in base-input-token units of
+	// the request's model; nil counts an input token as one unit and an
+	// output token as SummaryOutputWeight.
+	SummaryCost func(call SummaryCall, model string) float64
 }
+
+// SummaryOutputWeight is what an output token costs in input tokens when
+// no price says (the list prices of the small models are 5x to 8x).
+const SummaryOutputWeight = 5
 
 // CacheModel is how a provider bills a prompt's cached prefix, in
 // multiples of the model's base input price.
@@ -338,6 +387,18 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 		price := func(p *prompt.Prompt, read int) float64 { return prompt.PricedAt(p, read, cm.Read, cm.Write) }
 		r.OrigCost, r.SentCost = price(po, r.OrigRead), price(ps, r.SentRead)
 		r.OrigBPCost, r.SentBPCost = price(po, r.OrigBPRead), price(ps, r.SentBPRead)
+		if out.Summary != nil {
+			r.Summary = out.Summary
+			r.SummaryCost = float64(out.Summary.In) + SummaryOutputWeight*float64(out.Summary.Out)
+			if opt.SummaryCost != nil {
+				r.SummaryCost = opt.SummaryCost(*out.Summary, req.Model)
+			}
+			r.SentCost += r.SummaryCost
+			r.SentBPCost += r.SummaryCost
+		}
+		if opt.Line > 0 {
+			r.OverLine, r.OrigOverLine = tokens.Estimate(sent) > opt.Line, tokens.Estimate(body) > opt.Line
+		}
 		if prevSent != nil {
 			_, ext := prompt.Shared(prevSent, ps)
 			r.Event = !ext

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/ctxguard/ctxguard/model"
 	"io"
 	"os"
 	"path/filepath"
@@ -43,6 +44,8 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 	progress := fs.Bool("progress", false, "draw the progress bar even when stderr is not a terminal")
 	perRequest := fs.Bool("requests", false, "list every request under its session in the table")
 	noSide := fs.Bool("no-sidechains", false, "leave out subagent (Task) transcripts")
+	window := fs.String("window", "", "set every model's context window to N tokens (64k, 200000, 1m) and report requests above the overflow line (window − max output)")
+	maxOut := fs.String("max-output", "", "with --window: every model's maximum output, at most N tokens (default: a eighth of the window)")
 	protoName := fs.String("protocol", "", "write Claude Code and SWE-agent sessions as requests of this API: anthropic (default), responses or chat (Codex rollouts can only be Responses requests)")
 	// Flags may come before and after the paths.
 	var paths []string
@@ -79,6 +82,23 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 	cfg.ApplyEnv(os.Getenv)
 	if *off {
 		cfg = replaypkg.Off(cfg)
+	}
+	var win, line int
+	if *window != "" {
+		w, err := model.ParseAmount(*window)
+		if err != nil || w.IsFraction() || w.TokenCount() <= 0 {
+			return fmt.Errorf("--window %q: want a token count such as 64k", *window)
+		}
+		mo := 0
+		if *maxOut != "" {
+			m, err := model.ParseAmount(*maxOut)
+			if err != nil || m.IsFraction() || m.TokenCount() <= 0 || m.TokenCount() >= w.TokenCount() {
+				return fmt.Errorf("--max-output %q: want a token count below the window", *maxOut)
+			}
+			mo = m.TokenCount()
+		}
+		win = w.TokenCount()
+		cfg, line = replaypkg.WithWindow(cfg, win, mo)
 	}
 	pipe, err := replaypkg.GuardPipeline(cfg)
 	if err != nil {
@@ -117,7 +137,7 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 		return fmt.Errorf("no sessions found in %s", strings.Join(paths, ", "))
 	}
 
-	opt := replaypkg.RunOptions{Pipeline: pipe, Build: build, Prices: table}
+	opt := replaypkg.RunOptions{Pipeline: pipe, Build: build, Prices: table, Window: win, Line: line}
 	var bar *replaypkg.ProgressBar
 	if tty || *progress {
 		bar = &replaypkg.ProgressBar{W: stderr}

@@ -383,7 +383,20 @@ func (s *planState) plan(at int) (*compaction, error) {
 		}
 	}
 	if e < 0 {
-		return nil, nil
+		// Nothing old enough to go without the protected tail: at swap,
+		// protection yields (below), from the oldest candidate on.
+		if s.size(at) < s.lim.swap {
+			return nil, nil
+		}
+		for i := from + 1; i < at; i++ {
+			if msgs[i].Role == conversation.RoleAssistant {
+				e = i
+				break
+			}
+		}
+		if e < 0 {
+			return nil, nil
+		}
 	}
 	// A tail too large to sit under swap with a summary gives up its
 	// protection, down to the newest turn.

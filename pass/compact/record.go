@@ -81,7 +81,7 @@ func (p *Pass) newRecord(in *spanInput, summary, model string, inTok, outTok int
 	case 1:
 		where = "The original messages are kept word for word in blob " + rec.Blobs[0] + ": " + p.blobs.Howto() + "."
 	default:
-		where = "The original messages are kept word for word in blobs " + strings.Join(rec.Blobs, ", ") + " (oldest first): " + p.blobs.Howto() + "."
+		where = "The original messages are kept word for word, oldest first, in blob " + strings.Join(rec.Blobs, ", blob ") + ": " + p.blobs.Howto() + "."
 	}
 	rec.Text = fmt.Sprintf(conversation.CompactionNote+"%d messages of this conversation into the summary below, to keep the session inside the model's context window. %s]\n\n<summary>\n%s\n</summary>", rec.Messages, where, rec.Summary)
 	rec.Tokens = tokens.EstimateText(rec.Text) + 8
