@@ -413,8 +413,9 @@ func (s *planState) plan(at int) (*compaction, error) {
 		}
 		e = next
 	}
-	// The span must be worth a summary.
-	if s.sizes.Size(at, from)-s.sizes.Size(at, e) < 2*s.lim.target/3 {
+	// The span must be worth a summary, and buy the session the growth
+	// from prepare to swap before the next one.
+	if s.sizes.Size(at, from)-s.sizes.Size(at, e) < max(2*s.lim.target/3, s.lim.swap-s.lim.prepare) {
 		return nil, nil
 	}
 	key, err := s.key(from, e)
