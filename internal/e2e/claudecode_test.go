@@ -124,8 +124,8 @@ func claudeVersionOf(bin string) (string, error) {
 }
 
 // startCtxguard builds cmd/ctxguard and runs "ctxguard serve" in front of
-// upstream; it returns the running process.
-func startCtxguard(t *testing.T, tmp, upstream string) *procs.Proc {
+// upstream, with more flags if given; it returns the running process.
+func startCtxguard(t *testing.T, tmp, upstream string, flags ...string) *procs.Proc {
 	root, err := module.Root(".")
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func startCtxguard(t *testing.T, tmp, upstream string) *procs.Proc {
 	}
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + tmp,
 		"XDG_DATA_HOME=" + filepath.Join(home, "data"), "CTXGUARD_DATA_DIR=" + filepath.Join(home, "store")}
-	p, err := procs.Start("ctxguard", bins[0], env, "serve", "--listen", "127.0.0.1:0", "--upstream", upstream)
+	p, err := procs.Start("ctxguard", bins[0], env, append([]string{"serve", "--listen", "127.0.0.1:0", "--upstream", upstream}, flags...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

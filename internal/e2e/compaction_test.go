@@ -22,8 +22,6 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/internal/module"
-	"github.com/ctxguard/ctxguard/internal/procs"
 	"github.com/ctxguard/ctxguard/tokens"
 )
 
@@ -153,24 +151,7 @@ compact: {wait: 10s}
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	root, err := module.Root(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bins, err := procs.Build(context.Background(), root, tmp, "./cmd/ctxguard")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cgHome := filepath.Join(tmp, "ctxguard-home")
-	if err := os.MkdirAll(cgHome, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + cgHome, "TMPDIR=" + tmp, "CTXGUARD_DATA_DIR=" + filepath.Join(cgHome, "store")}
-	cg, err := procs.Start("ctxguard", bins[0], env, "serve", "--listen", "127.0.0.1:0", "--upstream", up.URL, "--config", cfgFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cg.Stop()
+	cg := startCtxguard(t, tmp, up.URL, "--config", cfgFile)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
