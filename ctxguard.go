@@ -38,6 +38,7 @@ import (
 	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/pass/digest"
 	"github.com/ctxguard/ctxguard/pass/persist"
+	"github.com/ctxguard/ctxguard/pass/thinking"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/proxy"
@@ -60,8 +61,9 @@ type Guard struct {
 	store      store.Store
 	blobs      *store.Blobs
 	pipe       *pipeline.Pipeline
-	compact    *compact.Pass      // nil when compaction is off
-	summarizer compact.Summarizer // nil: extractive summaries only
+	compact    *compact.Pass        // nil when compaction is off
+	sigs       *thinking.Signatures // who minted the thinking blocks seen
+	summarizer compact.Summarizer   // nil: extractive summaries only
 	calib      *tokens.Calibration
 	now        func() time.Time
 
@@ -164,7 +166,8 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 			return nil, err
 		}
 	}
-	g.pipe, g.compact, err = Compile(cfg, Deps{Blobs: g.blobs, Log: g.log, Summarizer: g.summarizer, Now: g.now})
+	g.sigs = thinking.NewSignatures(cfg.ThinkingGuard, g.now)
+	g.pipe, g.compact, err = Compile(cfg, Deps{Blobs: g.blobs, Log: g.log, Summarizer: g.summarizer, Now: g.now, Signatures: g.sigs})
 	if err != nil {
 		return nil, err
 	}
@@ -225,6 +228,9 @@ type Deps struct {
 	Summarizer compact.Summarizer
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Signatures tells the thinking guard who minted thinking blocks; nil
+	// makes a cache of its own (which nothing fills).
+	Signatures *thinking.Signatures
 }
 
 // Compile builds the pipeline cfg describes, in the order passes must run:
@@ -254,6 +260,17 @@ func Compile(cfg config.Config, d Deps) (*pipeline.Pipeline, *compact.Pass, erro
 	}
 	if cfg.Persist.Enabled {
 		p, err := persist.New(cfg.Persist, d.Blobs)
+		if err != nil {
+			return nil, nil, err
+		}
+		passes = append(passes, p)
+	}
+	if cfg.ThinkingGuard.Enabled {
+		sigs := d.Signatures
+		if sigs == nil {
+			sigs = thinking.NewSignatures(cfg.ThinkingGuard, d.Now)
+		}
+		p, err := thinking.New(sigs)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -373,6 +390,11 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 	}
 	mem := g.recent.acquire(memoKey(proto, h))
 	defer mem.release()
+	var prev *conversation.Conversation // the session's previous request (valid until keep)
+	prevModel := ""
+	if mem != nil && mem.conv != nil {
+		prev, prevModel = mem.conv, mem.model
+	}
 	c, stable, err := mem.parse(proto, body)
 	if err != nil {
 		g.stats.Bypassed.Add(1)
@@ -403,6 +425,12 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 		g.stats.Bypassed.Add(1)
 		res.Skipped = "client compaction"
 		return res
+	}
+	if prevModel != "" && extendsPrev(prev, c, stable) {
+		g.recordSignatures(c, len(prev.Messages), prevModel)
+	}
+	if mem != nil {
+		mem.model = c.Model
 	}
 	res.Model = g.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
 	if w := g.limits.window(g.store, res.Model.ID); w > 0 && w < res.Model.Window {
@@ -464,6 +492,46 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 		g.stats.Events.Add(1)
 	}
 	return res
+}
+
+// extendsPrev reports whether c continues prev, the previous request of
+// its session: every message of prev but its last (which the client may
+// re-encode) is in c, byte for byte, and c has more. stable is what the
+// incremental parse found; when the model or another early member
+// changed length, the offsets moved and the messages are compared.
+func extendsPrev(prev, c *conversation.Conversation, stable int) bool {
+	n := len(prev.Messages)
+	if n == 0 || len(c.Messages) <= n {
+		return false
+	}
+	if stable > 0 && stable >= n-1 {
+		return true
+	}
+	for i := 0; i < n-1; i++ {
+		if !bytes.Equal(prev.Bytes(prev.Messages[i].Span), c.Bytes(c.Messages[i].Span)) {
+			return false
+		}
+	}
+	return prev.Messages[n-1].Role == c.Messages[n-1].Role
+}
+
+// recordSignatures attributes the thinking blocks of the assistant
+// messages c holds from message from on (those the answer to the
+// session's previous request added) to the family of that request's
+// model, for the thinking guard.
+func (g *Guard) recordSignatures(c *conversation.Conversation, from int, prevModel string) {
+	fam := model.Family(prevModel)
+	for mi := from; mi < len(c.Messages); mi++ {
+		m := &c.Messages[mi]
+		if m.Role != conversation.RoleAssistant {
+			continue
+		}
+		for bi := range m.Blocks {
+			if b := &m.Blocks[bi]; (b.Kind == conversation.Thinking || b.Kind == conversation.RedactedThinking) && !b.Signature.IsZero() {
+				g.sigs.Record(fam, c.Bytes(b.Signature))
+			}
+		}
+	}
 }
 
 // Rewrite implements proxy.Rewriter.
@@ -662,6 +730,7 @@ func Allowed(cfg config.Config) validate.Options {
 		o.AllowRoundTrimming = c.Trim.Enabled
 	}
 	o.AllowCompaction = cfg.Compact.Enabled
+	o.AllowThinkingRemoval = o.AllowThinkingRemoval || cfg.ThinkingGuard.Enabled
 	return o
 }
 

@@ -44,6 +44,7 @@ func allOff() config.Config {
 	c.Persist.Enabled = false
 	c.Clear.Enabled = false
 	c.Compact.Enabled = false
+	c.ThinkingGuard.Enabled = false
 	return c
 }
 

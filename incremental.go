@@ -49,6 +49,7 @@ type memo struct {
 	used      time.Time
 	pass      map[string]any // what passes keep between requests (pipeline.Request.Memo)
 	msgTokens []int          // the estimate of each message of conv (promptTokens)
+	model     string         // the model the last request named
 	size      int64          // what the memo holds, in bytes (changed under both r.mu and mu)
 	gone      bool           // removed from r.m (under r.mu)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/pass/digest"
 	"github.com/ctxguard/ctxguard/pass/persist"
+	"github.com/ctxguard/ctxguard/pass/thinking"
 )
 
 // Config is ctxguard's whole configuration.
@@ -87,6 +88,9 @@ type Config struct {
 	Persist persist.Config `yaml:"persist"`
 	// Clear is the history clearing pass.
 	Clear clear.Config `yaml:"clear"`
+	// ThinkingGuard removes thinking blocks another model family minted
+	// when a session switches families.
+	ThinkingGuard thinking.Config `yaml:"thinking_guard"`
 	// Compact replaces the oldest part of a long session with a summary
 	// ahead of the model's limit.
 	Compact compact.Config `yaml:"compact"`
@@ -210,12 +214,13 @@ func Defaults() Config {
 			SessionIdle:   5 * time.Minute,
 			MemoryStore:   128 << 20,
 		},
-		Models:   model.Defaults(),
-		Compress: compress.Defaults(),
-		Digest:   digest.Defaults(),
-		Persist:  persist.Defaults(),
-		Clear:    clear.Defaults(),
-		Compact:  compact.Defaults(),
+		Models:        model.Defaults(),
+		Compress:      compress.Defaults(),
+		Digest:        digest.Defaults(),
+		Persist:       persist.Defaults(),
+		Clear:         clear.Defaults(),
+		Compact:       compact.Defaults(),
+		ThinkingGuard: thinking.Defaults(),
 	}
 }
 
@@ -465,6 +470,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Clear.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("clear: %w", err))
+	}
+	if err := c.ThinkingGuard.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("thinking_guard: %w", err))
 	}
 	if err := c.Compact.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("compact: %w", err))

@@ -376,3 +376,27 @@ func (r *Registry) Models() []Info {
 	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
+
+// Family names the family of model id whose thinking signatures one
+// another accept: "anthropic" (every Claude model), "openai", "google",
+// or, for a model the registry knows by configuration only, the first
+// '-'-separated word of its canonical id. It is "" for an empty id.
+func Family(id string) string {
+	c := Canonical(id)
+	if c == "" {
+		return ""
+	}
+	first, _, _ := strings.Cut(c, "-")
+	switch {
+	case first == "claude":
+		return string(Anthropic)
+	case first == "gpt" || first == "codex" || first == "chatgpt" || (len(first) >= 2 && first[0] == 'o' && first[1] >= '1' && first[1] <= '9'):
+		return string(OpenAI)
+	case first == "gemini" || first == "gemma":
+		return string(Google)
+	}
+	if in := Lookup(c); in.Known && in.Provider != Custom {
+		return string(in.Provider)
+	}
+	return first
+}

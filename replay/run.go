@@ -186,6 +186,7 @@ func stageConfigs(cfg config.Config, passes []string) ([]config.Config, bool) {
 		"clear":    func(c *config.Config) { c.Clear.Enabled = false },
 		"digest":   func(c *config.Config) { c.Digest.Enabled = false },
 		"compact":  func(c *config.Config) { c.Compact.Enabled = false },
+		"thinking": func(c *config.Config) { c.ThinkingGuard.Enabled = false },
 	}
 	for _, p := range passes {
 		if off[p] == nil {
@@ -211,6 +212,7 @@ func Off(cfg config.Config) config.Config {
 	cfg.Clear.Enabled = false
 	cfg.Digest.Enabled = false
 	cfg.Compact.Enabled = false
+	cfg.ThinkingGuard.Enabled = false
 	return cfg
 }
 

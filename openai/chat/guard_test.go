@@ -37,7 +37,7 @@ func TestGuardSession(t *testing.T) {
 	ctx := context.Background()
 
 	off := config.Defaults()
-	off.Compress.Enabled, off.Persist.Enabled, off.Clear.Enabled, off.Compact.Enabled = false, false, false, false
+	off.Compress.Enabled, off.Persist.Enabled, off.Clear.Enabled, off.Compact.Enabled, off.ThinkingGuard.Enabled = false, false, false, false, false
 	g := newGuard(t, off, t.TempDir())
 	for k, body := range reqs {
 		if res := g.RewriteBody(ctx, chat.Protocol, h, body); res.Changed || string(res.Body) != string(body) || res.Err != nil {

@@ -122,7 +122,7 @@ func commonPrefix(a, b []byte) int {
 // every rule off go out byte for byte; with the defaults they stay valid.
 func TestGuardCaptures(t *testing.T) {
 	off := config.Defaults()
-	off.Compress.Enabled, off.Persist.Enabled, off.Clear.Enabled, off.Compact.Enabled = false, false, false, false
+	off.Compress.Enabled, off.Persist.Enabled, off.Clear.Enabled, off.Compact.Enabled, off.ThinkingGuard.Enabled = false, false, false, false, false
 	for _, cfg := range []config.Config{off, config.Defaults()} {
 		g := newGuard(t, cfg)
 		for _, name := range []string{"codex-http-multiturn-0003", "codex-http-multiturn-0004", "codex-http-multiturn-0005", "codex-http-multiturn-0006",

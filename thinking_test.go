@@ -1,0 +1,66 @@
+package ctxguard
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/store"
+)
+
+// switchSession is a session through a gateway that speaks the Messages
+// API for every model: turns 0-1 answered by models[0], 2-3 by models[1].
+func switchSession(models [2]string) [][]byte {
+	var msgs []string
+	msgs = append(msgs, `{"role":"user","content":"start"}`)
+	var out [][]byte
+	for k := range 4 {
+		m := models[k/2]
+		out = append(out, []byte(`{"model":"`+m+`","max_tokens":100,"messages":[`+strings.Join(msgs, ",")+`]}`))
+		sig := []string{"U0lHQQ==", "U0lHQg==", "U0lHQw==", "U0lHRA=="}[k]
+		msgs = append(msgs, `{"role":"assistant","content":[{"type":"thinking","thinking":"step `+sig+`","signature":"`+sig+`"},{"type":"text","text":"answer"}]}`,
+			`{"role":"user","content":"go on"}`)
+	}
+	return out
+}
+
+// TestThinkingGuard: after a switch to another family, the thinking the
+// first family minted goes from the history (never from the latest
+// assistant message); within one family, and for blocks of unknown
+// origin, nothing goes.
+func TestThinkingGuard(t *testing.T) {
+	cfg := config.Defaults()
+	for _, tc := range []struct {
+		name   string
+		models [2]string
+		want   []int // thinking blocks left in each request's sent body
+	}{
+		{"claude to gpt", [2]string{"claude-sonnet-4-5", "gpt-5"}, []int{0, 1, 1, 1}},
+		{"claude to claude", [2]string{"claude-sonnet-4-5", "claude-opus-4-5"}, []int{0, 1, 2, 3}},
+		{"gpt to claude", [2]string{"gpt-5", "claude-sonnet-4-5"}, []int{0, 1, 1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGuard(t, cfg, WithStore(store.NewMemory()))
+			for i, b := range switchSession(tc.models) {
+				res := g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(3), b)
+				if res.Err != nil {
+					t.Fatal(res.Err)
+				}
+				if err := validRewrite(anthropic.Protocol, cfg, b, res.Body); err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				if got := strings.Count(string(res.Body), `"type":"thinking"`); got != tc.want[i] {
+					t.Errorf("request %d: %d thinking blocks sent, want %d", i, got, tc.want[i])
+				}
+			}
+			// A fresh Guard knows no signature: it keeps every block.
+			last := switchSession(tc.models)[3]
+			fresh := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(3), last)
+			if got := strings.Count(string(fresh.Body), `"type":"thinking"`); got != 3 {
+				t.Errorf("a fresh Guard sent %d thinking blocks, want all 3", got)
+			}
+		})
+	}
+}
