@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -465,5 +467,64 @@ func TestRecoverLearnsAndCompacts(t *testing.T) {
 	again := g2.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(1), bodies[k+1])
 	if summaryOf(next.Body) == "" || !bytes.Equal(next.Body, again.Body) {
 		t.Fatalf("after the lesson: summary %q, restarted Guard same bytes %v", summaryOf(next.Body), bytes.Equal(next.Body, again.Body))
+	}
+}
+
+// TestRecoverThroughProxy: the Guard's handler in front of an upstream
+// whose window is smaller than ctxguard believes: the upstream refuses
+// the request as too long, ctxguard compacts it and retries once, and the
+// client gets the answer with X-Ctxguard-Recovered: 1. Exactly two
+// requests reach the upstream; the retry fits.
+func TestRecoverThroughProxy(t *testing.T) {
+	bodies := compactionStream(t)
+	body := bodies[len(bodies)*2/3]
+	cfg := config.Defaults()
+	// The upstream's real window, in ctxguard's tokens: below what
+	// ctxguard sends for the request.
+	limit := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(4), body).TokensAfter * 4 / 5
+	fake := anthropictest.New(anthropictest.Options{})
+	var mu sync.Mutex
+	var sizes []int
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		n := tokens.Estimate(b)
+		mu.Lock()
+		sizes = append(sizes, n)
+		mu.Unlock()
+		if n > limit {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: %d tokens > %d maximum"}}`, n, limit)
+			return
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	defer up.Close()
+	cfg.Upstreams = config.Upstreams{Anthropic: up.URL, OpenAI: up.URL}
+	g := newGuard(t, cfg, WithSummarizer(&ctlSummarizer{mode: "block", release: make(chan struct{})}))
+	h, err := g.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", bytes.NewReader(body))
+	req.Header = sessionHeader(4)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get("X-Ctxguard-Recovered") != "1" {
+		t.Fatalf("status %d, recovered %q: %s", res.StatusCode, res.Header.Get("X-Ctxguard-Recovered"), answer)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sizes) != 2 || sizes[0] <= limit || sizes[1] > limit {
+		t.Fatalf("the upstream got %v tokens (limit %d): want one refused request and one retry that fits", sizes, limit)
 	}
 }
