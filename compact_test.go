@@ -5,7 +5,10 @@ import (
 	"context"
 	"fmt"
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
+	"github.com/ctxguard/ctxguard/internal/shareddata"
+	"github.com/ctxguard/ctxguard/transcript"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -526,5 +529,26 @@ func TestRecoverThroughProxy(t *testing.T) {
 	defer mu.Unlock()
 	if len(sizes) != 2 || sizes[0] <= limit || sizes[1] > limit {
 		t.Fatalf("the upstream got %v tokens (limit %d): want one refused request and one retry that fits", sizes, limit)
+	}
+}
+
+// TestMarginCoversEstimator: the margin compaction keeps below the
+// overflow line is at least the estimator's measured error on the growth
+// of the shared real sessions (against the usage their API reported).
+func TestMarginCoversEstimator(t *testing.T) {
+	for _, kind := range []string{"claude-code", "codex"} {
+		ss, err := transcript.Load([]string{shareddata.Dir(t, kind)}, transcript.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := tokens.Accuracy(ss, tokens.AccuracyOptions{})
+		agg := rep.Estimate.Growth.Aggregate
+		t.Logf("%s: aggregate growth error %+.1f%% over %d pairs; margin %.0f%%", kind, 100*agg, rep.Pairs, 100*compact.Margin)
+		if rep.Pairs < 100 {
+			t.Fatalf("%s: %d pairs: the test measures too little", kind, rep.Pairs)
+		}
+		if math.Abs(agg) > compact.Margin {
+			t.Errorf("%s: the estimator is off by %+.1f%%, more than the margin %.0f%%", kind, 100*agg, 100*compact.Margin)
+		}
 	}
 }
