@@ -59,18 +59,13 @@ func Uncompact(oc, sc *conversation.Conversation) (body []byte, ok bool, err err
 	if ofirst != first {
 		return nil, true, fmt.Errorf("compaction: the summary is message %d, the first user message was %d", first, ofirst)
 	}
-	// Where the tail starts in orig: by the first tool call id of sent's
-	// first tail message when it has one, else by counting from the end.
-	e := len(oc.Messages) - (len(sc.Messages) - k)
-	if id := firstCallID(sc, k); id != "" {
-		e = -1
-		for i := ofirst + 1; i < len(oc.Messages); i++ {
-			if firstCallID(oc, i) == id {
-				e = i
-				break
-			}
-		}
+	// Where the tail starts in orig: the note says how many messages the
+	// summary replaced, from the first user message on.
+	var count int
+	if _, err := fmt.Sscanf(text[len(conversation.CompactionNote):], "%d messages", &count); err != nil || count <= 0 {
+		return nil, true, fmt.Errorf("compaction: the note does not say how many messages it replaced")
 	}
+	e := ofirst + count
 	if e <= ofirst || e >= len(oc.Messages) || oc.Messages[e].Role != conversation.RoleAssistant {
 		return nil, true, fmt.Errorf("compaction: the summarized span does not end before an assistant message of the original (at %d)", e)
 	}
@@ -92,16 +87,6 @@ func Uncompact(oc, sc *conversation.Conversation) (body []byte, ok bool, err err
 	out = append(out, sc.Body[sm.Span.Start:sc.Messages[k].Span.Start]...)
 	out = append(out, oc.Body[oc.Messages[e].Span.Start:]...)
 	return out, true, nil
-}
-
-// firstCallID returns the id of the first tool call of message i, or "".
-func firstCallID(c *conversation.Conversation, i int) string {
-	for _, b := range c.Messages[i].Blocks {
-		if b.Kind == conversation.ToolCall {
-			return c.String(b.ID)
-		}
-	}
-	return ""
 }
 
 // Uncompacted is Uncompact on bodies, parsed with parse: orig as

@@ -93,7 +93,7 @@ func Defaults() Config {
 		MinTokens:    30,
 		Thinking:     true,
 		CacheMarker:  true,
-		Trim:         Trim{KeepRounds: 5},
+		Trim:         Trim{Enabled: true, KeepRounds: 5},
 	}
 }
 
