@@ -552,3 +552,36 @@ func TestMarginCoversEstimator(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCompactionPassesThrough: Claude Code's own compaction request
+// goes upstream untouched, and the short history the client starts after
+// it is rewritten exactly as a fresh Guard rewrites it.
+func TestClientCompactionPassesThrough(t *testing.T) {
+	cfg := smallWindow()
+	g := newGuard(t, cfg, WithStore(store.NewMemory()), WithSummarizer(&ctlSummarizer{mode: "fast"}))
+	bodies := compactionStream(t)
+	h := sessionHeader(5)
+	for _, b := range bodies[:120] {
+		g.RewriteBody(context.Background(), anthropic.Protocol, h, b)
+		g.compact.WaitIdle()
+	}
+	// The client's compaction request: the history so far, then its prompt.
+	last := bodies[119]
+	c, err := anthropic.Parse(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := c.List.End - 1 // the closing bracket
+	compactReq := append(append(bytes.Clone(last[:end]), `,{"role":"user","content":[{"type":"text","text":"Your task is to create a detailed summary of the conversation so far, paying close attention to the user's explicit requests."}]}`...), last[end:]...)
+	res := g.RewriteBody(context.Background(), anthropic.Protocol, h, compactReq)
+	if res.Skipped != "client compaction" || !bytes.Equal(res.Body, compactReq) {
+		t.Fatalf("the client's compaction was %q, changed %v", res.Skipped, !bytes.Equal(res.Body, compactReq))
+	}
+	// After it: a short history that starts with the client's summary.
+	after := []byte(`{"model":"claude-opus-4-5","max_tokens":1000,"messages":[{"role":"user","content":"This session is being continued from a previous conversation. Summary: ..."},{"role":"assistant","content":"Continuing."},{"role":"user","content":"go on"}]}`)
+	got := g.RewriteBody(context.Background(), anthropic.Protocol, h, after)
+	want := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), anthropic.Protocol, h, after)
+	if got.Err != nil || !bytes.Equal(got.Body, want.Body) || got.Compaction != "" {
+		t.Fatalf("after the client's compaction: err %v, same as a fresh Guard %v, compaction %q", got.Err, bytes.Equal(got.Body, want.Body), got.Compaction)
+	}
+}
