@@ -149,7 +149,26 @@ func (c *Client) Summarize(ctx context.Context, j *compact.Job) (compact.Summary
 			break
 		}
 	}
-	return compact.Summary{}, fmt.Errorf("summarize: %s %s: %w", proto.Name(), model, last)
+	return compact.Summary{}, redact(fmt.Errorf("summarize: %s %s: %w", proto.Name(), model, last), h)
+}
+
+// redact keeps the credentials a call sent out of its error, should an
+// API echo them back in its message.
+func redact(err error, h http.Header) error {
+	msg := err.Error()
+	changed := false
+	for _, k := range []string{"X-Api-Key", "Authorization", "Openai-Organization", "Openai-Project", "Chatgpt-Account-Id"} {
+		for _, v := range h.Values(k) {
+			v = strings.TrimSpace(strings.TrimPrefix(v, "Bearer "))
+			if len(v) >= 8 && strings.Contains(msg, v) {
+				msg, changed = strings.ReplaceAll(msg, v, "<redacted>"), true
+			}
+		}
+	}
+	if !changed {
+		return err
+	}
+	return errors.New(msg)
 }
 
 // target returns the protocol, base URL and headers of a job's call.
