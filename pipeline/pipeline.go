@@ -143,8 +143,15 @@ type Env struct {
 	CacheWrite, CacheRead int
 }
 
-// Current returns the bytes of span sp as earlier passes left them.
-func (r *Request) Current(sp Span) ([]byte, error) { return r.edits.Current(r.Conv.Body, sp) }
+// Current returns the bytes of span sp as earlier passes left them: none
+// when sp lies inside what an earlier pass replaced whole (a message the
+// thinking guard rewrote, say), whose bytes are gone.
+func (r *Request) Current(sp Span) ([]byte, error) {
+	if r.edits.Inside(sp) {
+		return nil, nil
+	}
+	return r.edits.Current(r.Conv.Body, sp)
+}
 
 // Edited reports whether any earlier edit touches sp.
 func (r *Request) Edited(sp Span) bool { return r.edits.Touches(sp) }
@@ -175,6 +182,30 @@ func (r *Request) RemoveBlock(mi, bi int) splice.Edit {
 func (r *Request) RemoveSpan(sp Span) splice.Edit {
 	r.removals = append(r.removals, sp)
 	return splice.Edit{Span: sp}
+}
+
+// RemoveBlocks returns the edits that remove blocks bis (indexes in
+// increasing order) of message mi. When they are every block of the
+// message, the message is rewritten instead (Dialect.ReplaceMessage) to
+// hold one text block with note, a JSON string literal (quotes included),
+// since a message must not be left empty. The rewrite depends on the
+// message and note alone, so two passes that empty the same message
+// with the same note make the same edit.
+func (r *Request) RemoveBlocks(mi int, bis []int, note []byte) []splice.Edit {
+	m := &r.Conv.Messages[mi]
+	if len(bis) == 0 {
+		return nil
+	}
+	if len(bis) == len(m.Blocks) {
+		d := r.Conv.Dialect
+		sp, repl := d.ReplaceMessage(r.Conv, mi, [][]byte{d.AppendText(nil, m.Role, note, nil)})
+		return []splice.Edit{{Span: sp, Repl: repl}}
+	}
+	out := make([]splice.Edit, len(bis))
+	for i, bi := range bis {
+		out[i] = r.RemoveBlock(mi, bi)
+	}
+	return out
 }
 
 // PassStat is what one pass did to one request.

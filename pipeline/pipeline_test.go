@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -71,6 +72,26 @@ func TestRun(t *testing.T) {
 		{"removing every block fails open", []Pass{passFunc{"all", func(r *Request) ([]splice.Edit, error) {
 			return []splice.Edit{r.RemoveBlock(1, 0), r.RemoveBlock(1, 1), r.RemoveBlock(1, 2)}, nil
 		}}}, body, "splice", false},
+		{"RemoveBlocks of some blocks removes them", []Pass{passFunc{"some", func(r *Request) ([]splice.Edit, error) {
+			return r.RemoveBlocks(1, []int{0, 2}, []byte(`"gone"`)), nil
+		}}}, strings.Replace(body, `{"type":"thinking","thinking":"a","signature":"s"},{"type":"text","text":"x"},{"type":"tool_use","id":"t1","name":"Bash","input":{}}`, `{"type":"text","text":"x"}`, 1), "", true},
+		{"RemoveBlocks of every block leaves the note", []Pass{passFunc{"every", func(r *Request) ([]splice.Edit, error) {
+			return r.RemoveBlocks(1, []int{0, 1, 2}, []byte(`"gone"`)), nil
+		}}}, strings.Replace(body, `[{"type":"thinking","thinking":"a","signature":"s"},{"type":"text","text":"x"},{"type":"tool_use","id":"t1","name":"Bash","input":{}}]`, `[{"type":"text","text":"gone"}]`, 1), "", true},
+		{"inside a replaced message nothing is left", []Pass{passFunc{"every", func(r *Request) ([]splice.Edit, error) {
+			return r.RemoveBlocks(1, []int{0, 1, 2}, []byte(`"gone"`)), nil
+		}}, passFunc{"looks", func(r *Request) ([]splice.Edit, error) {
+			cur, err := r.Current(r.Conv.Messages[1].Blocks[1].Span)
+			if err != nil || cur != nil {
+				return nil, fmt.Errorf("Current inside a replaced message: %q, %v", cur, err)
+			}
+			cur, err = r.Current(r.Conv.Messages[1].Content)
+			if err != nil || string(cur) != `[{"type":"text","text":"gone"}]` {
+				return nil, fmt.Errorf("Current of the replaced content: %q, %v", cur, err)
+			}
+			// A second pass emptying it makes the same edit.
+			return r.RemoveBlocks(1, []int{0, 1, 2}, []byte(`"gone"`)), nil
+		}}}, strings.Replace(body, `[{"type":"thinking","thinking":"a","signature":"s"},{"type":"text","text":"x"},{"type":"tool_use","id":"t1","name":"Bash","input":{}}]`, `[{"type":"text","text":"gone"}]`, 1), "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := New(nil, tc.passes...)

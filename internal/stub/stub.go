@@ -42,3 +42,9 @@ func Size(n int) string {
 	}
 	return strconv.Itoa(n/1_000_000) + "M"
 }
+
+// RemovedReasoning is the text, as a JSON string literal, of the block
+// that stands for an assistant message whose thinking (all it held) was
+// removed. Every pass that empties such a message writes it, so that two
+// passes removing the same message's thinking make the same edit.
+const RemovedReasoning = `"[ctxguard removed earlier reasoning]"`

@@ -223,8 +223,9 @@ func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool)
 	return splice.Edit{Span: b.Input, Repl: m.repl, Blob: m.blob}, nil
 }
 
-// removeThinking removes the thinking blocks of message mi, or replaces
-// them with one short text block when they are all the message holds.
+// removeThinking removes the thinking blocks of message mi, or rewrites
+// the message to one short text block when they are all it holds (the
+// same edit the thinking guard makes of such a message).
 func removeThinking(r *pipeline.Request, mi int) []splice.Edit {
 	m := &r.Conv.Messages[mi]
 	if m.Role != conversation.RoleAssistant || m.ContentString {
@@ -236,19 +237,7 @@ func removeThinking(r *pipeline.Request, mi int) []splice.Edit {
 			think = append(think, bi)
 		}
 	}
-	if len(think) == 0 {
-		return nil
-	}
-	var out []splice.Edit
-	if len(think) == len(m.Blocks) {
-		repl := r.Conv.Dialect.AppendText(nil, m.Role, []byte(`"[ctxguard removed earlier reasoning]"`), nil)
-		out = append(out, splice.Edit{Span: m.Blocks[think[0]].Span, Repl: repl})
-		think = think[1:]
-	}
-	for _, bi := range think {
-		out = append(out, r.RemoveBlock(mi, bi))
-	}
-	return out
+	return r.RemoveBlocks(mi, think, []byte(stub.RemovedReasoning))
 }
 
 // markerBoundary says where the spare cache_control marker goes: at the
