@@ -216,6 +216,9 @@ func (p *parser) block(v int) (int, error) {
 			blk.Kind = conversation.Opaque
 		}
 	}
+	if blk.Kind == conversation.Opaque {
+		blk.Signature = span{} // a signature only where it is one (Block.Signature)
+	}
 	if blk.Kind != conversation.ToolResult {
 		p.bld.Parts = p.bld.Parts[:firstPart]
 		blk.Content = span{}

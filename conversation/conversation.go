@@ -213,8 +213,12 @@ type Block struct {
 	Type string // the wire "type" as sent (decoded)
 	Span Span   // the block object (or the string, for string content)
 
-	Text      Span // text, thinking: the JSON string holding the text
-	Signature Span // thinking: the signature string; redacted_thinking: data
+	Text Span // text, thinking: the JSON string holding the text
+	// Signature is the opaque token an API minted for the block, a JSON
+	// string, set only where there is one: a thinking block's signature, a
+	// redacted_thinking block's data, and a Responses reasoning item's
+	// encrypted_content (the item stays Opaque).
+	Signature Span
 
 	// Tool calls and results. ID is the JSON string holding the call id
 	// (tool_use id, or the id a result answers); Name the JSON string

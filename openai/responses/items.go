@@ -195,6 +195,7 @@ func (p *parser) reuse(prev *conv, n int) int {
 type fields struct {
 	typ, role, callID, id, name, args, input span
 	content, output                          span
+	encrypted                                span // a reasoning item's encrypted_content
 }
 
 // item parses one input item into its blocks and adds it to the message
@@ -228,6 +229,8 @@ func (p *parser) item(v int) (int, error) {
 			dst = &f.args
 		case "input":
 			dst = &f.input
+		case "encrypted_content":
+			dst = &f.encrypted
 		case "content":
 			// Last one wins: drop the blocks of an earlier content key.
 			p.blocks = p.blocks[:firstBlock]
@@ -290,6 +293,8 @@ func (p *parser) item(v int) (int, error) {
 			blk.Kind, blk.ID, blk.Name, blk.Input = conversation.ToolCall, f.callID, f.name, f.input
 		case kind == itemShellCall && str(f.callID):
 			blk.Kind, blk.ID = conversation.ToolCall, f.callID
+		case kind == itemReasoning && str(f.encrypted):
+			blk.Signature = f.encrypted
 		}
 		p.blocks = append(p.blocks, blk)
 	}

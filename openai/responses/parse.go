@@ -65,8 +65,9 @@
 //     with a string text is Text, input_image Image, input_file Document,
 //     the rest Opaque);
 //   - reasoning, and every other item: Opaque, with Type the item's type.
-//     Reasoning items carry encrypted_content the server checks: they are
-//     never edited, and a rewrite that drops the call they preceded drops
+//     Reasoning items carry encrypted_content the server checks (Signature
+//     locates it when it is a string): they are never edited, only
+//     dropped whole, and a rewrite that drops the call they preceded drops
 //     them too (Dialect.KeptBlock).
 //
 // Items that miss what their kind needs (a function_call without a string
