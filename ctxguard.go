@@ -515,10 +515,11 @@ func extendsPrev(prev, c *conversation.Conversation, stable int) bool {
 	return prev.Messages[n-1].Role == c.Messages[n-1].Role
 }
 
-// recordSignatures attributes the thinking blocks of the assistant
-// messages c holds from message from on (those the answer to the
-// session's previous request added) to the family of that request's
-// model, for the thinking guard.
+// recordSignatures attributes the signed blocks (thinking.Signed: thinking
+// blocks, Responses reasoning items) of the assistant messages c holds
+// from message from on (those the answer to the session's previous
+// request added) to the family of that request's model, for the
+// thinking guard.
 func (g *Guard) recordSignatures(c *conversation.Conversation, from int, prevModel string) {
 	fam := model.Family(prevModel)
 	for mi := from; mi < len(c.Messages); mi++ {
@@ -527,7 +528,7 @@ func (g *Guard) recordSignatures(c *conversation.Conversation, from int, prevMod
 			continue
 		}
 		for bi := range m.Blocks {
-			if b := &m.Blocks[bi]; (b.Kind == conversation.Thinking || b.Kind == conversation.RedactedThinking) && !b.Signature.IsZero() {
+			if b := &m.Blocks[bi]; thinking.Signed(b) {
 				g.sigs.Record(fam, c.Bytes(b.Signature))
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/store"
 )
 
@@ -62,5 +63,34 @@ func TestThinkingGuard(t *testing.T) {
 				t.Errorf("a fresh Guard sent %d thinking blocks, want all 3", got)
 			}
 		})
+	}
+}
+
+// TestThinkingGuardResponses: the same through the Responses API, whose
+// reasoning items carry the token in encrypted_content: after a switch
+// from GPT to Claude (a gateway), the reasoning items GPT minted go from
+// the history, never from the latest answer.
+func TestThinkingGuardResponses(t *testing.T) {
+	cfg := config.Defaults()
+	g := newGuard(t, cfg, WithStore(store.NewMemory()))
+	models := []string{"gpt-5", "gpt-5", "claude-sonnet-4-5", "claude-sonnet-4-5"}
+	items := []string{`{"type":"message","role":"user","content":[{"type":"input_text","text":"start"}]}`}
+	want := []int{0, 1, 1, 1} // reasoning items sent in each request
+	for k, m := range models {
+		body := []byte(`{"model":"` + m + `","stream":true,"store":false,"input":[` + strings.Join(items, ",") + `]}`)
+		res := g.RewriteBody(context.Background(), responses.Protocol, sessionHeader(4), body)
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if err := validRewrite(responses.Protocol, cfg, body, res.Body); err != nil {
+			t.Fatalf("request %d: %v", k, err)
+		}
+		if got := strings.Count(string(res.Body), `"type":"reasoning"`); got != want[k] {
+			t.Errorf("request %d: %d reasoning items sent, want %d:\n%s", k, got, want[k], res.Body)
+		}
+		items = append(items,
+			`{"type":"reasoning","summary":[],"encrypted_content":"gAAAA-`+string(rune('A'+k))+`"}`,
+			`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"answer"}]}`,
+			`{"type":"message","role":"user","content":[{"type":"input_text","text":"go on"}]}`)
 	}
 }

@@ -378,15 +378,21 @@ func (r *Registry) Models() []Info {
 }
 
 // Family names the family of model id whose thinking signatures one
-// another accept: "anthropic" (every Claude model), "openai", "google",
-// or, for a model the registry knows by configuration only, the first
-// '-'-separated word of its canonical id. It is "" for an empty id.
+// another's API settles (see package pass/thinking): "anthropic" (every
+// Claude model), "openai" (GPT, o-series, codex), "google" (Gemini,
+// Gemma), else the provider of a model the registry knows, else the first
+// '-'-separated word of its canonical id. A cloud's region and provider
+// prefix ("us.anthropic.claude-...", "openai.gpt-oss-...") is skipped. It
+// is "" for an empty id.
 func Family(id string) string {
 	c := Canonical(id)
 	if c == "" {
 		return ""
 	}
 	first, _, _ := strings.Cut(c, "-")
+	if i := strings.LastIndexByte(first, '.'); i >= 0 && i+1 < len(first) && first[i+1] >= 'a' && first[i+1] <= 'z' {
+		first = first[i+1:] // a Bedrock-style "us.anthropic." prefix, not a version ("qwen3.5")
+	}
 	switch {
 	case first == "claude":
 		return string(Anthropic)

@@ -379,3 +379,29 @@ func TestRegistryGolden(t *testing.T) {
 		t.Errorf("registry changed (-golden +now); run go test -update if intended:\n%s", d)
 	}
 }
+
+func TestFamily(t *testing.T) {
+	for id, want := range map[string]string{
+		"":                           "",
+		"claude-sonnet-4-5-20250929": "anthropic",
+		"claude-opus-4-8":            "anthropic",
+		"anthropic/claude-haiku-4-5": "anthropic",
+		"us.anthropic.claude-sonnet-4-5-20250929-v1:0": "anthropic",
+		"claude-sonnet-4-5@20250929":                   "anthropic",
+		"gpt-5":                                        "openai",
+		"gpt-5.1-codex-max":                            "openai",
+		"openai/gpt-4.1-mini":                          "openai",
+		"o3":                                           "openai",
+		"o4-mini":                                      "openai",
+		"codex-mini-latest":                            "openai",
+		"gemini-2.5-pro":                               "google",
+		"google/gemini-3-pro-preview":                  "google",
+		"glm-4.6":                                      "glm",
+		"qwen3.5-coder":                                "qwen3.5",
+		"deepseek-chat":                                "deepseek",
+	} {
+		if got := Family(id); got != want {
+			t.Errorf("Family(%q) = %q, want %q", id, got, want)
+		}
+	}
+}

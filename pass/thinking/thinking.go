@@ -1,36 +1,70 @@
 // Package thinking is the thinking guard: when a session switches to a
 // model of another family mid-way (a gateway that routes one conversation
-// to Claude, then to GPT, say), thinking blocks the other family minted
-// are removed from its history, which the new model's API would reject or
+// to Claude, then to GPT, say), the thinking the other family minted is
+// removed from its history, which the new model's API would reject or
 // misread. Seed 004 (Antigravity) keeps the same kind of signature cache.
 //
-// Who minted a block is known from the session itself: the assistant
-// message a request adds after the previous request of its session was
-// written by the previous request's model, so the Guard records the
-// signatures of its thinking blocks under that model's family (Record).
-// The cache is in memory, bounded, and its entries live TTL after their
-// last use (a sliding TTL, 2 h by default), so the blocks of a live
-// session stay attributed and their removal stays sticky. A block whose
-// signature is unknown (a restart, an evicted entry) is kept: the safe
-// side. Blocks of the latest assistant message are never touched (BRIEF
-// principle 2), and a thinking block inside a compacted span goes with
-// the span.
+// # What is a signed block
 //
-// Claude models accept each other's signatures (Anthropic: thinking
-// blocks from an earlier turn are passed back as they were, whatever
-// Claude model made them), so the family, not the model, decides.
-// OpenAI's reasoning items are opaque in the Responses adapter and never
-// edited here.
+// A thinking block's signature, a redacted_thinking block's data
+// (Anthropic Messages) and a reasoning item's encrypted_content (OpenAI
+// Responses; the adapter leaves the item Opaque and points
+// Block.Signature at it) are opaque tokens only the API that minted them
+// can read. Chat Completions carries reasoning as plain text
+// (reasoning_content) without a token: there is nothing to attribute and
+// the guard never edits a Chat request.
+//
+// # Who minted what
+//
+// The assistant messages a request adds after the previous request of
+// its session were written by the previous request's model, so the Guard
+// records their signatures under that model's family (model.Family,
+// Signatures.Record). The cache is in memory and bounded; an entry lives
+// TTL (2 h by default) after its last use, and every request that holds
+// a block looks it up, so the blocks of a live session stay attributed
+// and their removal stays sticky: request N+1 removes what request N
+// removed, as long as the cache holds the entries. A block whose
+// signature is unknown (a restarted process, an evicted or expired
+// entry, a session the Guard did not see from its start) is kept: the
+// safe side. A session idle past the TTL gets its blocks back, but by
+// then the prompt cache (5 minutes or 1 hour) has expired too, so the
+// change costs no cache write it would not have paid anyway.
+//
+// The family, not the model, decides because within a family the API
+// settles it: Anthropic's preserved-thinking rules
+// (https://platform.claude.com/docs/en/build-with-claude/preserved-thinking,
+// "Switching models mid-conversation") have each Claude model read its
+// own thinking blocks and those of a fixed set of other Claude models,
+// and drop a block it cannot read "from that request without an error";
+// removing them here would lose the blocks the new model can read. Another
+// family's API has no such rule: it rejects or misreads a Claude
+// signature, and Anthropic's API an OpenAI encrypted_content.
+//
+// # What is edited
+//
+// In every assistant message but the latest (whose thinking the API
+// requires byte-identical; BRIEF principle 2), the signed blocks the
+// cache attributes to a family other than the request's model's are
+// removed (pipeline.Request.RemoveBlocks: a message left with nothing is
+// rewritten to one short text block, the same edit the clearing pass
+// makes). Nothing else changes, so the body is byte-identical outside
+// those blocks. A request that continues a conversation the server keeps
+// (Conversation.Continued) holds no history and is left alone.
+//
+// On a model that binds thinking to its prefix (pipeline.Env.Binding)
+// every request asks for drop_block (conversation.DropInvalidThinking),
+// not only those that remove something: a removal changes the prefix of
+// the blocks after it, a block that comes back after its entry expired
+// changes it again, and the setting must not change mid-session.
 package thinking
 
 import (
 	"errors"
 	"fmt"
-	"hash/maphash"
-	"sync"
 	"time"
 
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/stub"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/splice"
@@ -43,7 +77,7 @@ type Config struct {
 	// TTL is how long a signature stays attributed after its last use.
 	// Default 2h.
 	TTL time.Duration `yaml:"ttl"`
-	// MaxEntries bounds the signatures remembered (about 64 bytes each).
+	// MaxEntries bounds the signatures remembered (about 50 bytes each).
 	// Default 100000.
 	MaxEntries int `yaml:"max_entries"`
 }
@@ -59,107 +93,15 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Signatures remembers who minted thinking blocks: the model family, by a
-// hash of the block's signature. Safe for concurrent use.
-type Signatures struct {
-	ttl time.Duration
-	max int
-	now func() time.Time
-
-	mu sync.Mutex
-	m  map[uint64]entry
-}
-
-type entry struct {
-	family string
-	used   time.Time
-}
-
-var seed = maphash.MakeSeed()
-
-// NewSignatures returns an empty cache for cfg; now is the clock (nil:
-// time.Now).
-func NewSignatures(cfg Config, now func() time.Time) *Signatures {
-	if now == nil {
-		now = time.Now
-	}
-	return &Signatures{ttl: cfg.TTL, max: cfg.MaxEntries, now: now, m: map[uint64]entry{}}
-}
-
-// Record attributes the signature sig (its bytes as sent) to family.
-func (s *Signatures) Record(family string, sig []byte) {
-	if family == "" || len(sig) == 0 {
-		return
-	}
-	h := maphash.Bytes(seed, sig)
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.m[h]; !ok && len(s.m) >= s.max {
-		s.evictLocked(now)
-	}
-	s.m[h] = entry{family: family, used: now}
-}
-
-// Family returns who minted the block with signature sig, refreshing the
-// entry, or false when unknown (or expired).
-func (s *Signatures) Family(sig []byte) (string, bool) {
-	h := maphash.Bytes(seed, sig)
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.m[h]
-	if !ok {
-		return "", false
-	}
-	if now.Sub(e.used) >= s.ttl {
-		delete(s.m, h)
-		return "", false
-	}
-	e.used = now
-	s.m[h] = e
-	return e.family, true
-}
-
-// Len reports how many signatures are remembered.
-func (s *Signatures) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.m)
-}
-
-// evictLocked drops expired entries, and if none expired, the oldest
-// tenth.
-func (s *Signatures) evictLocked(now time.Time) {
-	var oldest time.Time
-	for h, e := range s.m {
-		if now.Sub(e.used) >= s.ttl {
-			delete(s.m, h)
-		} else if oldest.IsZero() || e.used.Before(oldest) {
-			oldest = e.used
-		}
-	}
-	if len(s.m) < s.max {
-		return
-	}
-	cut := oldest.Add(now.Sub(oldest) / 10)
-	for h, e := range s.m {
-		if !e.used.After(cut) {
-			delete(s.m, h)
-		}
-	}
-	for h := range s.m { // all used at once: drop any
-		if len(s.m) < s.max {
-			break
-		}
-		delete(s.m, h)
-	}
-}
+// Signed reports whether b carries a token the guard attributes: a
+// thinking or redacted_thinking block, or a Responses reasoning item,
+// with its token (Block.Signature).
+func Signed(b *conversation.Block) bool { return !b.Signature.IsZero() }
 
 // Pass is the compiled guard. It is safe for concurrent use.
 type Pass struct{ sigs *Signatures }
 
-// New returns the guard over sigs.
+// New returns the guard over sigs, which the caller fills (Record).
 func New(sigs *Signatures) (*Pass, error) {
 	if sigs == nil {
 		return nil, errors.New("thinking: no signature cache")
@@ -173,39 +115,35 @@ func (p *Pass) Name() string { return "thinking" }
 // Run implements pipeline.Pass.
 func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 	c := r.Conv
+	if r.Env != nil && r.Env.Binding {
+		r.Require(conversation.DropInvalidThinking)
+	}
 	family := model.Family(c.Model)
 	last := c.LastAssistant()
-	if family == "" || last < 0 {
+	if family == "" || last < 0 || c.Continued {
 		return nil, nil
 	}
 	var out []splice.Edit
-	for mi := 0; mi < last; mi++ {
+	var drop []int
+	for mi := range last {
 		m := &c.Messages[mi]
 		if m.Role != conversation.RoleAssistant {
 			continue
 		}
-		var drop []int
+		drop = drop[:0]
 		for bi := range m.Blocks {
 			b := &m.Blocks[bi]
-			if (b.Kind != conversation.Thinking && b.Kind != conversation.RedactedThinking) || b.Signature.IsZero() {
+			if !Signed(b) {
 				continue
 			}
 			if fam, ok := p.sigs.Family(c.Bytes(b.Signature)); ok && fam != family {
 				drop = append(drop, bi)
 			}
 		}
-		if len(drop) == 0 || len(drop) == len(m.Blocks) {
-			continue // a message of nothing but thinking keeps it (rare)
-		}
-		for _, bi := range drop {
-			out = append(out, r.RemoveBlock(mi, bi))
-		}
+		out = append(out, r.RemoveBlocks(mi, drop, []byte(stub.RemovedReasoning))...)
 	}
 	if len(out) > 0 {
 		r.Note("thinking-removed")
-		if r.Env != nil && r.Env.Binding {
-			r.Require(conversation.DropInvalidThinking)
-		}
 	}
 	return out, nil
 }
