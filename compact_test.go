@@ -535,8 +535,12 @@ func TestRecoverThroughProxy(t *testing.T) {
 // overflow line is at least the estimator's measured underestimate on the
 // growth of the shared real sessions (against the usage their API
 // reported). An overestimate (Codex: +15%) makes compaction early, never
-// late.
+// late. tokens.TestOverflowMargin derives the margin in full (held-out
+// halves, single sessions, absolute size).
 func TestMarginCoversEstimator(t *testing.T) {
+	if compact.Margin != tokens.OverflowMargin {
+		t.Errorf("compact.Margin %v is not tokens.OverflowMargin %v", compact.Margin, tokens.OverflowMargin)
+	}
 	for _, kind := range []string{"claude-code", "codex"} {
 		ss, err := transcript.Load([]string{shareddata.Dir(t, kind)}, transcript.Options{})
 		if err != nil {
