@@ -312,7 +312,14 @@ func (g *Guard) Calibration() *tokens.Calibration { return g.calib }
 // ctxguard estimated at estimate tokens. It feeds the calibration, which
 // reports use; rewrite decisions never do (BRIEF principle 3).
 func (g *Guard) Observe(modelID string, estimate int, u protocol.Usage) {
-	if g.calib.Observe(modelID, estimate, u.PromptTokens()) {
+	g.ObserveSession("", modelID, estimate, u)
+}
+
+// ObserveSession is Observe for a request of the session with the given
+// key: the calibration also learns from the growth since the session's
+// previous request (tokens.Calibration.ObserveSession).
+func (g *Guard) ObserveSession(session, modelID string, estimate int, u protocol.Usage) {
+	if g.calib.ObserveSession(session, modelID, estimate, u.PromptTokens()) {
 		if g.stats.Observed.Add(1)%20 == 0 {
 			g.saveCalibration()
 		}
@@ -578,8 +585,8 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 		outBufs.put(buf)
 	}
 	if res.Model.ID != "" {
-		id, est := res.Model.ID, res.TokensAfter
-		out.OnUsage = func(u protocol.Usage) { g.Observe(id, est, u) }
+		id, est, sess := res.Model.ID, res.TokensAfter, res.Session
+		out.OnUsage = func(u protocol.Usage) { g.ObserveSession(sess, id, est, u) }
 	}
 	if g.compact != nil && (res.Skipped == "" || res.Skipped == "dry run") && res.Err == nil {
 		out.Recover = g.recoverer(proto, req.Header.Clone(), body, res)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -492,6 +494,40 @@ func TestCalibrationPersists(t *testing.T) {
 	g2 := newGuard(t, config.Defaults(), WithStore(st))
 	if f2 := g2.Calibration().Factor("claude-sonnet-4-5"); f2 != f {
 		t.Errorf("reloaded factor %v, want %v", f2, f)
+	}
+}
+
+// TestCalibrationLearnsGrowth: the usage of a session's consecutive
+// requests teaches the calibration the growth between them (the Guard
+// hands the session key to the usage callback).
+func TestCalibrationLearnsGrowth(t *testing.T) {
+	g := newGuard(t, config.Defaults())
+	words := func(n int) string { return strings.Repeat("the quick brown fox jumps over the lazy dog ", n) }
+	msgs := []string{`{"role":"user","content":"` + words(40) + `"}`}
+	var ests []int
+	for k := range 4 {
+		body := []byte(`{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[` + strings.Join(msgs, ",") + `]}`)
+		req := httptest.NewRequest("POST", "/v1/messages", nil)
+		req.Header.Set("X-Claude-Code-Session-Id", "growth-session")
+		out := g.Rewrite(context.Background(), req, anthropic.Protocol, body)
+		if out.OnUsage == nil {
+			t.Fatal("no usage callback")
+		}
+		est, err := strconv.Atoi(out.RespHeader.Get("X-Ctxguard-Tokens-After"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ests = append(ests, est)
+		// The API bills 10% more than the estimate of every request.
+		out.OnUsage(protocol.Usage{Input: 100, CacheRead: est*11/10 - 100})
+		if out.Release != nil {
+			out.Release()
+		}
+		msgs = append(msgs, `{"role":"assistant","content":"`+words(30+k)+`"}`, `{"role":"user","content":"`+words(20)+`"}`)
+	}
+	s := g.Calibration().Snapshot()
+	if len(s) != 1 || s[0].Growth != 3 || s[0].Observations != 4 || s[0].Basis != "growth" || math.Abs(s[0].Factor-1.1) > 0.01 {
+		t.Errorf("calibration %+v after requests estimated at %v", s, ests)
 	}
 }
 

@@ -355,12 +355,13 @@ type ErrorFigures struct {
 	Max       float64 `json:"max_abs"`
 }
 
-// CalibrationFactor is a model's learned factor (real/estimated).
+// CalibrationFactor is a model's learned factor (real/estimated), from
+// the growth pairs of the sessions (tokens.Calibration.ObserveGrowth).
 type CalibrationFactor struct {
 	Model        string  `json:"model"`
 	Factor       float64 `json:"factor"`
-	Observations int     `json:"observations"`
-	Rejected     int     `json:"rejected"`
+	Observations int     `json:"observations"` // growth pairs accepted
+	Rejected     int     `json:"rejected"`     // growth pairs refused as outliers
 }
 
 // SessionEstimate is the growth comparison on one session.
@@ -385,12 +386,12 @@ func estimator(a *tokens.AccuracyReport) *Estimator {
 	x := a.Excluded
 	e := &Estimator{
 		Sessions: a.Sessions, Requests: a.Requests, Pairs: a.Pairs, MinGrowth: a.MinGrowth,
-		Excluded: map[string]int{"first": x.First, "gap": x.Gap, "repaired": x.Repaired, "clearing": x.Clearing, "no_usage": x.NoUsage},
+		Excluded: map[string]int{"first": x.First, "gap": x.Gap, "repaired": x.Repaired, "clearing": x.Clearing, "off_peak": x.OffPeak, "no_usage": x.NoUsage},
 		Baseline: fig(a.Baseline), Estimate: fig(a.Estimate), Calibrated: fig(a.Calibrated),
 		Factors: []CalibrationFactor{}, report: a,
 	}
 	for _, f := range a.Factors {
-		e.Factors = append(e.Factors, CalibrationFactor{Model: f.Model, Factor: f.Factor, Observations: f.Observations, Rejected: f.Rejected})
+		e.Factors = append(e.Factors, CalibrationFactor{Model: f.Model, Factor: f.Factor, Observations: f.Growth, Rejected: f.GrowthRejected})
 	}
 	return e
 }

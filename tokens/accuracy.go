@@ -35,14 +35,21 @@ import (
 //     to the real prompt.
 //
 // A pair is left out when its messages are not fully known: a malformed
-// line was skipped there (Gaps), a repair touched them, the real prompt
-// shrank (the client cleared old content itself, which the transcript does
-// not record), or a history restarted (compaction). Each such pair also
+// line was skipped there (Gaps), a repair touched them, or a history
+// restarted (compaction). It is also left out when the real prompt shrank
+// (the client cleared old content itself, which the transcript does not
+// record), and when the previous request's real prompt was below the
+// largest of its history so far: Codex rollouts record, between a
+// session's own requests, the usage of smaller side requests (a 3,599
+// token prompt in a history of 10,376), and the growth from one of those
+// says nothing about the estimate. These are the rules the live
+// Calibration.ObserveSession learns by (growthTrack). Each such pair also
 // starts a new run for the totals.
 //
 // "Calibrated" scales each session's estimates by the per-model factor a
 // Calibration learned from the growth pairs of all the other sessions
 // (leave one session out), so the calibrated figures are out of sample.
+// HeldOut checks the same on a fixed split into halves.
 
 // accStep is one request of a session as Accuracy sees it: the usage
 // the API reported, the start of its history, and what it added to the
@@ -125,7 +132,11 @@ type Exclusions struct {
 	Gap      int // a malformed line was skipped among its new messages
 	Repaired int // a repair touched its new messages
 	Clearing int // the real prompt shrank
-	NoUsage  int // the transcript has no usage for it
+	// The previous request's real prompt was below the largest of its
+	// history: its usage may be a side request's (Codex rollouts record
+	// some) or follow a clearing the transcript does not record.
+	OffPeak int
+	NoUsage int // the transcript has no usage for it
 }
 
 // SessionAccuracy is one session's growth comparison.
@@ -163,10 +174,11 @@ type accPoint struct {
 }
 
 type accSession struct {
-	id, model string
-	requests  int
-	pairs     []accPair
-	runs      [][]accPoint
+	id, path, model string
+	format          transcript.Format
+	requests        int
+	pairs           []accPair
+	runs            [][]accPoint
 }
 
 // Accuracy measures the estimator against the usage recorded in the
@@ -181,90 +193,14 @@ func Accuracy(sessions []*transcript.Session, opt AccuracyOptions) *AccuracyRepo
 		opt.MinGrowth = 200
 	}
 	rep := &AccuracyReport{MinGrowth: opt.MinGrowth}
-	var all []*accSession
-	var buf []byte
-	for _, s := range sessions {
-		a := &accSession{id: s.ID, model: model.Canonical(s.Model)}
-		prev, prevHist, prevP := false, 0, 0
-		var run []accPoint
-		cut := func(p int) {
-			if len(run) > 1 {
-				a.runs = append(a.runs, run)
-			}
-			run = []accPoint{{p: p}}
-		}
-		for _, st := range accSteps(s, &buf) {
-			if st.usage == nil {
-				rep.Excluded.NoUsage++
-				prev = false
-				continue
-			}
-			p := st.usage.Prompt()
-			a.requests++
-			if !prev || prevHist != st.hist {
-				rep.Excluded.First++
-				cut(p)
-				prev, prevHist, prevP = true, st.hist, p
-				continue
-			}
-			var e, c int
-			for _, chunk := range st.added {
-				e += est(chunk)
-				c += baselineChars(chunk)
-			}
-			d := p - prevP
-			switch {
-			case st.gap:
-				rep.Excluded.Gap++
-				cut(p)
-			case st.repaired:
-				rep.Excluded.Repaired++
-				cut(p)
-			case d < 0:
-				rep.Excluded.Clearing++
-				cut(p)
-			default:
-				a.pairs = append(a.pairs, accPair{est: e, chars: c, real: d})
-				last := run[len(run)-1]
-				run = append(run, accPoint{p: p, est: last.est + e, chars: last.chars + c})
-			}
-			prevHist, prevP = st.hist, p
-		}
-		cut(0)
-		if a.requests == 0 {
-			continue
-		}
-		all = append(all, a)
-	}
+	all := accCollect(sessions, est, &rep.Excluded)
 
 	// Calibration factors: all sessions for the report, leave-one-out for
 	// the calibrated figures.
-	global := NewCalibrationHalfLife(0)
-	for _, a := range all {
-		for _, p := range a.pairs {
-			global.Observe(a.model, p.est, p.real)
-		}
-	}
-	rep.Factors = global.Snapshot()
+	rep.Factors = fitCalibration(all, -1).Snapshot()
 	factors := make([]float64, len(all))
 	for i, a := range all {
-		same, any := NewCalibrationHalfLife(0), NewCalibrationHalfLife(0)
-		for j, b := range all {
-			if j == i {
-				continue
-			}
-			for _, p := range b.pairs {
-				any.Observe(a.model, p.est, p.real)
-				if b.model == a.model {
-					same.Observe(a.model, p.est, p.real)
-				}
-			}
-		}
-		f := same.Factor(a.model)
-		if f == 1 {
-			f = any.Factor(a.model)
-		}
-		factors[i] = f
+		factors[i] = fitCalibration(all, i).Factor(a.model)
 	}
 
 	one := func(int) float64 { return 1 }
@@ -284,6 +220,89 @@ func Accuracy(sessions []*transcript.Session, opt AccuracyOptions) *AccuracyRepo
 		rep.Pairs += len(a.pairs)
 	}
 	return rep
+}
+
+// fitCalibration returns a Calibration that never forgets, fed with the
+// growth pairs of every session but skip.
+func fitCalibration(all []*accSession, skip int) *Calibration {
+	c := NewCalibrationHalfLife(0)
+	for j, b := range all {
+		if j == skip {
+			continue
+		}
+		for _, p := range b.pairs {
+			c.ObserveGrowth(b.model, p.est, p.real)
+		}
+	}
+	return c
+}
+
+// accCollect walks the sessions' requests and returns, per session with
+// usage, its growth pairs and its runs for the totals, counting in excl
+// the requests whose growth was not compared.
+func accCollect(sessions []*transcript.Session, est func([]byte) int, excl *Exclusions) []*accSession {
+	var all []*accSession
+	var buf []byte
+	for _, s := range sessions {
+		a := &accSession{id: s.ID, path: s.Path, format: s.Format, model: model.Canonical(s.Model)}
+		var track growthTrack
+		started, hist, cum := false, 0, 0
+		var run []accPoint
+		cut := func(p int) {
+			if len(run) > 1 {
+				a.runs = append(a.runs, run)
+			}
+			run = []accPoint{{p: p}}
+		}
+		for _, st := range accSteps(s, &buf) {
+			if st.usage == nil {
+				excl.NoUsage++
+				started = false
+				continue
+			}
+			p := st.usage.Prompt()
+			a.requests++
+			if !started || hist != st.hist {
+				track, cum, started, hist = growthTrack{}, 0, true, st.hist
+			}
+			var e, c int
+			for _, chunk := range st.added {
+				e += est(chunk)
+				c += baselineChars(chunk)
+			}
+			// The estimate of a history only grows (its messages are
+			// appended), so the track sees the real prompt's drops.
+			cum += e
+			_, d, why := track.next(a.model, cum, p)
+			switch {
+			case why == growthFirst:
+				excl.First++
+				cut(p)
+			case st.gap:
+				excl.Gap++
+				cut(p)
+			case st.repaired:
+				excl.Repaired++
+				cut(p)
+			case why == growthDrop:
+				excl.Clearing++
+				cut(p)
+			case why == growthOffPeak:
+				excl.OffPeak++
+				cut(p)
+			default:
+				a.pairs = append(a.pairs, accPair{est: e, chars: c, real: d})
+				last := run[len(run)-1]
+				run = append(run, accPoint{p: p, est: last.est + e, chars: last.chars + c})
+			}
+		}
+		cut(0)
+		if a.requests == 0 {
+			continue
+		}
+		all = append(all, a)
+	}
+	return all
 }
 
 // figures computes both comparisons for one estimator: pe and qe pick the
@@ -388,8 +407,8 @@ func (r *AccuracyReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "token estimate vs API usage: %d sessions, %d requests, %d growth pairs compared\n", r.Sessions, r.Requests, r.Pairs)
 	x := r.Excluded
-	fmt.Fprintf(&b, "not compared: %d first of a history, %d with skipped lines, %d repaired, %d client clearing, %d without usage\n",
-		x.First, x.Gap, x.Repaired, x.Clearing, x.NoUsage)
+	fmt.Fprintf(&b, "not compared: %d first of a history, %d with skipped lines, %d repaired, %d client clearing, %d after a smaller request, %d without usage\n",
+		x.First, x.Gap, x.Repaired, x.Clearing, x.OffPeak, x.NoUsage)
 	fmt.Fprintf(&b, "%-22s %10s %10s %10s %10s %10s %10s\n", "", "growth agg", "growth p50", "growth p90", "totals p50", "totals p90", "totals max")
 	row := func(name string, f Figures) {
 		fmt.Fprintf(&b, "%-22s %+9.1f%% %9.1f%% %9.1f%% %9.1f%% %9.1f%% %9.1f%%\n", name,
@@ -401,7 +420,7 @@ func (r *AccuracyReport) String() string {
 	fmt.Fprintf(&b, "(growth p50/p90 over %d pairs that grew by at least %d tokens; totals over %d requests)\n", r.Estimate.Growth.N, r.MinGrowth, r.Estimate.Totals.N)
 	var fs []string
 	for _, f := range r.Factors {
-		fs = append(fs, fmt.Sprintf("%s %.3f (%d observations, %d rejected)", f.Model, f.Factor, f.Observations, f.Rejected))
+		fs = append(fs, fmt.Sprintf("%s %.3f (%d growth pairs, %d rejected)", f.Model, f.Factor, f.Growth, f.GrowthRejected))
 	}
 	fmt.Fprintf(&b, "calibration: %s\n", strings.Join(fs, "; "))
 	return b.String()

@@ -21,3 +21,19 @@ func BenchmarkEstimateBlock(b *testing.B) {
 		Estimate(blk)
 	}
 }
+
+// BenchmarkCalibrationObserve is one answer's usage observed and the
+// next request's factor: a full window refit.
+func BenchmarkCalibrationObserve(b *testing.B) {
+	c := NewCalibration()
+	for i := range CalibrationWindow {
+		c.ObserveGrowth("claude-sonnet-4-5", 300+i%700, 320+(i*7)%800)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		c.ObserveSession("s", "claude-sonnet-4-5", 10_000+500*i, 11_000+540*i)
+		_ = c.Adjust("claude-sonnet-4-5", 100_000)
+	}
+}

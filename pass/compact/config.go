@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/tokens"
 )
 
 // Config is the compaction pass's configuration (YAML key `compact`).
@@ -92,12 +93,11 @@ type limits struct {
 
 // Margin is the share of the overflow line kept free for the estimator's
 // error: a request estimated at or above (1 − Margin) × line is treated as
-// crossing it. It follows the estimator's measured error on the growth of
-// real sessions against the API's usage (ctxguard replay on the shared
-// data: −4.5% for Claude Code, −11.6% for Codex, an underestimate), and a
-// test keeps it above that. Decisions never use the learned calibration
-// (it differs between processes), so the margin is a constant.
-const Margin = 0.12
+// crossing it. It is tokens.OverflowMargin, which follows the estimator's
+// measured error on real sessions against the API's usage (see there).
+// Decisions never use the learned calibration (it differs between
+// processes), so the margin is a constant.
+const Margin = tokens.OverflowMargin
 
 // resolve returns the limits for a model with the given window and
 // maximum output.
