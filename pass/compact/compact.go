@@ -489,17 +489,17 @@ func (s *planState) summary(cur int, env *pipeline.Env) (*record, error) {
 // spanInput is what summarizing the pending span needs, copied out of the
 // request so a background job holds no request memory.
 type spanInput struct {
-	key, prevSummary string
-	prevBlobs        []string
-	from, to         int // messages
-	transcript       []byte
-	count            int // messages summarized in all
+	prevSummary string
+	prevBlobs   []string
+	from, to    int // messages
+	transcript  []byte
+	count       int // messages summarized in all
 }
 
 // input collects the pending span's input.
 func (s *planState) input() (*spanInput, error) {
 	c := s.r.Conv
-	in := &spanInput{key: s.pending.key, to: s.pending.end, from: s.first}
+	in := &spanInput{to: s.pending.end, from: s.first}
 	in.count = s.pending.end - s.first
 	if n := len(s.applied); n > 0 {
 		prev := s.applied[n-1]
@@ -515,7 +515,7 @@ func (s *planState) extractive() *record {
 	c := s.r.Conv
 	in, err := s.input()
 	if err != nil {
-		in = &spanInput{key: s.pending.key, from: s.first, to: s.pending.end}
+		in = &spanInput{from: s.first, to: s.pending.end}
 	}
 	text := Extract(c, in.from, in.to, in.prevSummary, s.lim.target)
 	rec := s.p.newRecord(in, text, "", tokens.EstimateText(in.prevSummary)+tokens.Estimate(in.transcript), tokens.EstimateText(text))

@@ -157,11 +157,11 @@ func (e *extract) scan(c *conversation.Conversation, from, to int) {
 			b := &m.Blocks[bi]
 			switch {
 			case b.Kind == conversation.Text && m.Role == conversation.RoleUser:
-				if t := strings.TrimSpace(unquote(c, b.Text)); t != "" && !injected(t) {
+				if t := strings.TrimSpace(c.String(b.Text)); t != "" && !injected(t) {
 					e.requests = append(e.requests, t)
 				}
 			case b.Kind == conversation.Text && m.Role == conversation.RoleAssistant:
-				if t := strings.TrimSpace(unquote(c, b.Text)); t != "" {
+				if t := strings.TrimSpace(c.String(b.Text)); t != "" {
 					e.assistant = append(e.assistant, capText(t, assistantCap))
 				}
 			case b.Kind == conversation.ToolCall:
@@ -173,14 +173,6 @@ func (e *extract) scan(c *conversation.Conversation, from, to int) {
 	if n := len(e.assistant); n > assistantMax {
 		e.assistant = e.assistant[n-assistantMax:]
 	}
-}
-
-func unquote(c *conversation.Conversation, sp conversation.Span) string {
-	v, err := jsonscan.AppendUnquote(nil, c.Bytes(sp))
-	if err != nil {
-		return ""
-	}
-	return string(v)
 }
 
 // injectedPrefixes start user text a client adds on its own, not the

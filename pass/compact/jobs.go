@@ -45,13 +45,6 @@ func (j *jobs) close() {
 	j.wg.Wait()
 }
 
-// running reports how many summaries are being written.
-func (j *jobs) running() int {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return len(j.m)
-}
-
 // start returns the job writing the summary of s's pending span, starting
 // it if none runs. It returns nil when there is no model to ask, or a
 // model failed on this span recently.

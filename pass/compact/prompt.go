@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/internal/jsonscan"
 )
 
 var errEmpty = errors.New("compact: the summarizer answered with no text")
@@ -59,7 +59,7 @@ func userPrompt(prev string, c *conversation.Conversation, from, to int) string 
 			blk := &m.Blocks[j]
 			switch blk.Kind {
 			case conversation.Text:
-				sb.WriteString(capText(decode(c, blk.Text), textCap))
+				sb.WriteString(capText(c.String(blk.Text), textCap))
 			case conversation.ToolCall:
 				in := c.Bytes(blk.Input)
 				if body, sp := c.Input(blk); sp.Len() > 0 {
@@ -108,30 +108,18 @@ func userPrompt(prev string, c *conversation.Conversation, from, to int) string 
 	return b.String()
 }
 
-// decode returns the JSON string at sp, decoded (empty when it does not
-// decode).
-func decode(c *conversation.Conversation, sp conversation.Span) string {
-	v, err := jsonscan.AppendUnquote(nil, c.Bytes(sp))
-	if err != nil {
-		return ""
-	}
-	return string(v)
-}
-
 // capText keeps s's head and tail when it is longer than n bytes.
 func capText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
 	h, t := n*2/3, n/3
-	for h > 0 && !utf8Start(s[h]) {
+	for h > 0 && !utf8.RuneStart(s[h]) {
 		h--
 	}
 	ts := len(s) - t
-	for ts < len(s) && !utf8Start(s[ts]) {
+	for ts < len(s) && !utf8.RuneStart(s[ts]) {
 		ts++
 	}
 	return s[:h] + fmt.Sprintf("\n[... %d bytes cut ...]\n", ts-h) + s[ts:]
 }
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
