@@ -1,0 +1,273 @@
+// Package record defines the one record ctxguard keeps of every exchange
+// it rewrites (a request to a model API and its answer), and the Bus its
+// observers subscribe to.
+//
+// An Exchange is filled in two steps on the request's goroutine: the
+// Rewriter fills what the rewrite decided (protocol, model, session,
+// passes, token estimates, stubs), the proxy what the transport saw
+// (durations, status, usage, bytes, recovery). Then it is published once,
+// and from then on it is immutable: every observer (statistics, session
+// statistics, the calibration, the log, Prometheus metrics, the
+// dashboard) reads the same value, and nothing is counted anywhere else.
+package record
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctxguard/ctxguard/protocol"
+)
+
+// Outcome is what happened to a request's body.
+type Outcome string
+
+const (
+	// Rewritten: the body sent upstream differs from the client's.
+	Rewritten Outcome = "rewritten"
+	// Unchanged: the body went through the passes and came out as it
+	// was (or it was a dry run: Skipped says "dry run").
+	Unchanged Outcome = "unchanged"
+	// Bypassed: the body was not rewritten by design (Skipped says why:
+	// the bypass header, invalid JSON, another shape, a client's own
+	// compaction, buffers full).
+	Bypassed Outcome = "bypassed"
+	// FailedOpen: a pass failed and the client's body went upstream
+	// untouched; ErrorID names the log line with the failure.
+	FailedOpen Outcome = "failed_open"
+	// Recovered: the upstream refused the request as too long and
+	// ctxguard retried it compacted (the figures are the retry's).
+	Recovered Outcome = "recovered"
+	// Refused: ctxguard answered the request itself with an error (a
+	// body over the limit, too slow, an upstream unreachable or timing
+	// out, a wrong token); ErrorID is the ID the client saw.
+	Refused Outcome = "refused"
+)
+
+// Outcomes lists every Outcome, for labels and tables.
+var Outcomes = []Outcome{Rewritten, Unchanged, Bypassed, FailedOpen, Recovered, Refused}
+
+// Exchange is the record of one exchange. The JSON names are the log's
+// and the dashboard's.
+type Exchange struct {
+	// Seq numbers the exchanges of a process from 1, in publishing order.
+	Seq uint64 `json:"seq"`
+	// Start is when the request arrived.
+	Start time.Time `json:"start"`
+
+	Protocol string `json:"protocol,omitempty"` // "anthropic", "responses", "chat"
+	Route    string `json:"route,omitempty"`    // a named route ("openrouter"), "" for the family's upstream
+	Path     string `json:"path,omitempty"`     // the API path, after a route's prefix
+	Client   string `json:"client,omitempty"`   // Client(User-Agent): "claude-code", "codex", ...
+	Session  string `json:"session,omitempty"`  // the session key (package session)
+	// Model is the model the request names; ModelID its registry entry
+	// (canonical id); Family the bounded name metrics use.
+	Model   string `json:"model,omitempty"`
+	ModelID string `json:"model_id,omitempty"`
+	Family  string `json:"family,omitempty"`
+	// Window and MaxOutput are the model's limits the rewrite used.
+	Window    int `json:"window,omitempty"`
+	MaxOutput int `json:"max_output,omitempty"`
+
+	Outcome Outcome `json:"outcome"`
+	// Skipped says why a body was not rewritten ("bypass", "invalid
+	// json", "dry run", "overloaded", ...).
+	Skipped string `json:"skipped,omitempty"`
+	// ErrorID is the ID of the failure (a pass that failed open, or the
+	// error answer the client saw); the log line with the detail has it.
+	ErrorID string `json:"error_id,omitempty"`
+	// Error is ctxguard's own error, for the log (never sent to a
+	// client).
+	Error string `json:"error,omitempty"`
+
+	// Passes lists what each pass did, in pipeline order.
+	Passes []Pass `json:"passes,omitempty"`
+	// Notes are the passes' decisions, for debug logs (never request
+	// content).
+	Notes []string `json:"notes,omitempty"`
+	// Event: history before the newest turn changed (an edit event: the
+	// prompt cache is written again from there).
+	Event bool `json:"event,omitempty"`
+	// Compaction is the store key of the compaction this request carries
+	// for the first time, or "".
+	Compaction string `json:"compaction,omitempty"`
+	// Stubs are the items of the body sent that ctxguard replaced with a
+	// stub naming a blob, in body order.
+	Stubs []Stub `json:"stubs,omitempty"`
+
+	// TokensBefore and TokensAfter are ctxguard's estimates of the prompt
+	// as the client sent it and as ctxguard sent it.
+	TokensBefore int `json:"tokens_before"`
+	TokensAfter  int `json:"tokens_after"`
+	// CalibratedBefore and CalibratedAfter are the same in the API's
+	// tokens: from the usage the API reported when there is one (After
+	// is then the reported prompt, Before scaled by the same ratio), else
+	// through the calibration learned so far.
+	CalibratedBefore int `json:"calibrated_before"`
+	CalibratedAfter  int `json:"calibrated_after"`
+
+	// Durations. Read: the request body's arrival (from the request's
+	// start). Rewrite: the time ctxguard added (decoding and rewriting).
+	// FirstByte: from the request's start to the upstream's answer
+	// headers. Total: the whole exchange.
+	Read      time.Duration `json:"read_ns"`
+	Rewrite   time.Duration `json:"rewrite_ns"`
+	FirstByte time.Duration `json:"first_byte_ns"`
+	Total     time.Duration `json:"total_ns"`
+
+	// Status is the status the client got (0: none, the client left).
+	Status int `json:"status"`
+	// Usage is what the API reported for a 2xx answer, nil when it
+	// reported none.
+	Usage *protocol.Usage `json:"usage,omitempty"`
+
+	// Bytes: the request body as received (decoded), as sent upstream,
+	// and the answer's body as relayed.
+	BytesIn   int64 `json:"bytes_in"`
+	BytesOut  int64 `json:"bytes_out"`
+	BytesResp int64 `json:"bytes_resp"`
+
+	// Bodies holds the request bodies before and after, only when the
+	// configuration asks for them (log.dump_bodies, dashboard.show_bodies).
+	Bodies *Bodies `json:"-"`
+}
+
+// Pass is what one pass did to one request.
+type Pass struct {
+	Name  string `json:"name"`
+	Edits int    `json:"edits"`
+	Saved int    `json:"saved_bytes"` // bytes removed (negative: added)
+}
+
+// Stub is one item ctxguard replaced with a stub that names a blob.
+type Stub struct {
+	Blob  string `json:"blob"`  // the blob id (store.ValidID)
+	Bytes int    `json:"bytes"` // the item's size as the client sent it
+	// Sent is the stub's size as sent.
+	Sent int `json:"sent"`
+	// Text is the stub's head, at most StubTextMax bytes (ctxguard's
+	// text; a persisted result's preview holds a few lines of it).
+	Text string `json:"text,omitempty"`
+}
+
+// StubTextMax bounds Stub.Text; MaxStubs bounds the stubs one record
+// keeps (the rest are counted in the passes' figures).
+const (
+	StubTextMax = 400
+	MaxStubs    = 2000
+)
+
+// Bodies are a request's bodies, copied, for the dashboard's request page.
+type Bodies struct {
+	Before, After []byte
+}
+
+// Saved returns the estimated tokens ctxguard took out of the prompt.
+func (x *Exchange) Saved() int { return x.TokensBefore - x.TokensAfter }
+
+// Applied returns the names of the passes that made edits.
+func (x *Exchange) Applied() []string {
+	var n []string
+	for _, p := range x.Passes {
+		if p.Edits > 0 {
+			n = append(n, p.Name)
+		}
+	}
+	return n
+}
+
+// Observer receives every published Exchange. Observe runs on the
+// request's goroutine after the answer reached the client: it must be
+// quick, must not block, must not modify x, and may keep x (it is never
+// modified again).
+type Observer interface {
+	Observe(x *Exchange)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(*Exchange)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(x *Exchange) { f(x) }
+
+// Bus hands every published Exchange to its observers, in the order they
+// subscribed. The zero Bus has none. A Bus is safe for concurrent use;
+// observers may subscribe at any time.
+type Bus struct {
+	mu  sync.Mutex
+	obs atomic.Pointer[[]*subscription]
+	seq atomic.Uint64
+}
+
+// subscription is one Subscribe call (observers need not be comparable).
+type subscription struct{ o Observer }
+
+// Subscribe adds o. It returns a func that removes it.
+func (b *Bus) Subscribe(o Observer) (cancel func()) {
+	s := &subscription{o}
+	b.update(func(cur []*subscription) []*subscription { return append(cur[:len(cur):len(cur)], s) })
+	return func() {
+		b.update(func(cur []*subscription) []*subscription {
+			var keep []*subscription
+			for _, v := range cur {
+				if v != s {
+					keep = append(keep, v)
+				}
+			}
+			return keep
+		})
+	}
+}
+
+// update replaces the observer list with f of it (copy on write).
+func (b *Bus) update(f func([]*subscription) []*subscription) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var cur []*subscription
+	if p := b.obs.Load(); p != nil {
+		cur = *p
+	}
+	next := f(cur)
+	b.obs.Store(&next)
+}
+
+// Publish numbers x (Seq) and hands it to every observer. x must not be
+// modified afterwards.
+func (b *Bus) Publish(x *Exchange) {
+	x.Seq = b.seq.Add(1)
+	p := b.obs.Load()
+	if p == nil {
+		return
+	}
+	for _, s := range *p {
+		s.o.Observe(x)
+	}
+}
+
+// Client names the client that sent a request from its User-Agent, in a
+// small fixed set: "claude-code", "codex", "opencode", "gemini-cli",
+// "anthropic-sdk", "openai-sdk", "curl", "other", or "" when there is
+// none.
+func Client(userAgent string) string {
+	ua := strings.ToLower(userAgent)
+	switch {
+	case ua == "":
+		return ""
+	case strings.HasPrefix(ua, "claude-cli/") || strings.Contains(ua, "claude-code"):
+		return "claude-code"
+	case strings.HasPrefix(ua, "codex") || strings.Contains(ua, "codex_cli") || strings.Contains(ua, "codex-"):
+		return "codex"
+	case strings.Contains(ua, "opencode"):
+		return "opencode"
+	case strings.Contains(ua, "geminicli") || strings.Contains(ua, "gemini-cli"):
+		return "gemini-cli"
+	case strings.HasPrefix(ua, "anthropic/"):
+		return "anthropic-sdk"
+	case strings.HasPrefix(ua, "openai/"):
+		return "openai-sdk"
+	case strings.HasPrefix(ua, "curl/"):
+		return "curl"
+	}
+	return "other"
+}
