@@ -72,6 +72,10 @@ type Config struct {
 	DryRun bool `yaml:"dry_run"`
 	// Log configures logging.
 	Log Log `yaml:"log"`
+	// Dashboard is the live dashboard at /ctxguard/.
+	Dashboard Dashboard `yaml:"dashboard"`
+	// Metrics are the Prometheus metrics at /metrics.
+	Metrics Metrics `yaml:"metrics"`
 	// Timeouts bound every wait, on the client and on the upstream.
 	Timeouts Timeouts `yaml:"timeouts"`
 	// Limits bound memory.
@@ -131,6 +135,30 @@ type Log struct {
 	// DumpBodies logs request bodies at debug level. Off by default:
 	// bodies hold the user's code and data. Keys are never logged.
 	DumpBodies bool `yaml:"dump_bodies"`
+}
+
+// Dashboard configures the live dashboard at /ctxguard/, served like
+// every local endpoint (local.access).
+type Dashboard struct {
+	// Enabled serves it. Default true.
+	Enabled bool `yaml:"enabled"`
+	// ShowBodies keeps the last requests' bodies, before and after, for
+	// the request page (log.dump_bodies does too). Off by default:
+	// bodies hold the user's code and data. Keys are never shown.
+	ShowBodies bool `yaml:"show_bodies"`
+	// Sessions is how many sessions it remembers (the least recently
+	// seen go first). Default 200.
+	Sessions int `yaml:"sessions"`
+	// Requests is how many requests of a session it remembers for the
+	// session's chart and table. Default 2000.
+	Requests int `yaml:"requests"`
+}
+
+// Metrics configures the Prometheus metrics at /metrics, served like
+// every local endpoint (local.access).
+type Metrics struct {
+	// Enabled serves them. Default true.
+	Enabled bool `yaml:"enabled"`
 }
 
 // Timeouts bound every wait of the proxy. Zero disables one (not
@@ -206,6 +234,8 @@ func Defaults() Config {
 		BlobTTL:   7 * 24 * time.Hour,
 		Local:     Local{Access: "loopback"},
 		Log:       Log{Level: "info", Format: "text"},
+		Dashboard: Dashboard{Enabled: true, Sessions: 200, Requests: 2000},
+		Metrics:   Metrics{Enabled: true},
 		Timeouts:  DefaultTimeouts(),
 		Limits: Limits{
 			MaxBuffered:   128 << 20,
@@ -450,6 +480,9 @@ func (c Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("log.level: %q must be debug, info, warn or error", c.Log.Level))
+	}
+	if c.Dashboard.Sessions < 1 || c.Dashboard.Requests < 1 {
+		errs = append(errs, fmt.Errorf("dashboard.sessions and dashboard.requests must be at least 1"))
 	}
 	switch c.Log.Format {
 	case "text", "json":
