@@ -29,7 +29,11 @@ type recorder struct {
 	recs []*record.Exchange
 }
 
-func (r *recorder) Observe(x *record.Exchange) { r.mu.Lock(); r.recs = append(r.recs, x); r.mu.Unlock() }
+func (r *recorder) Observe(x *record.Exchange) {
+	r.mu.Lock()
+	r.recs = append(r.recs, x)
+	r.mu.Unlock()
+}
 
 func (r *recorder) all() []*record.Exchange {
 	r.mu.Lock()
@@ -43,8 +47,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestRecords runs a generated session (with edit events) through the
 // proxy, plus a bypassed, an invalid and an oversized request, and checks
