@@ -315,6 +315,38 @@ type cliResult struct {
 	Result   string `json:"result"`
 }
 
+// runClaude runs the Claude Code CLI with args in work, against baseURL
+// with a fake key and no other traffic, and returns its JSON result. On
+// failure the test's log gets the CLI's output and ctxguard's log.
+func runClaude(t *testing.T, ctx context.Context, claude, work, home, tmp, baseURL string, ctxguardLog func() string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, claude, args...)
+	cmd.Dir = work
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + tmp, "LANG=C.UTF-8", "TERM=dumb",
+		"ANTHROPIC_BASE_URL=" + baseURL, "ANTHROPIC_API_KEY=sk-ant-e2e-fake-key-0000",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1", "DISABLE_ERROR_REPORTING=1",
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	runErr := cmd.Run()
+	t.Logf("the CLI ran in %v", time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("CLI stdout:\n%s\nCLI stderr:\n%s\nctxguard log:\n%s", stdout.String(), stderr.String(), ctxguardLog())
+		}
+	})
+	if runErr != nil {
+		t.Fatalf("claude: %v\nCLI stderr:\n%s", runErr, stderr.String())
+	}
+	var res cliResult
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("CLI output is not JSON: %v", err)
+	}
+	return res
+}
+
 func TestClaudeCode(t *testing.T) {
 	claude := claudeBinary(t)
 	version, _ := claudeVersionOf(claude)
@@ -354,32 +386,9 @@ func TestClaudeCode(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, claude, "-p",
-		"Check the build: show build.log and huge.log, read notes.txt, and list "+missingDir+".",
+	res := runClaude(t, ctx, claude, work, home, tmp, hop.URL, cg.Log,
+		"-p", "Check the build: show build.log and huge.log, read notes.txt, and list "+missingDir+".",
 		"--output-format", "json", "--allowedTools", "Bash,Read")
-	cmd.Dir = work
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + tmp, "LANG=C.UTF-8", "TERM=dumb",
-		"ANTHROPIC_BASE_URL=" + hop.URL, "ANTHROPIC_API_KEY=sk-ant-e2e-fake-key-0000",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1", "DISABLE_ERROR_REPORTING=1",
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	runErr := cmd.Run()
-	t.Logf("%s ran in %v", version, time.Since(start).Round(time.Millisecond))
-	defer func() {
-		if t.Failed() {
-			t.Logf("CLI stdout:\n%s\nCLI stderr:\n%s\nctxguard log:\n%s", stdout.String(), stderr.String(), cg.Log())
-		}
-	}()
-	if runErr != nil {
-		t.Fatalf("claude: %v", runErr)
-	}
-	var res cliResult
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("CLI output is not JSON: %v", err)
-	}
 	if res.IsError || res.NumTurns != 5 || res.Result != finalText {
 		t.Errorf("CLI result: is_error %v, num_turns %d (want 5), result %q", res.IsError, res.NumTurns, res.Result)
 	}

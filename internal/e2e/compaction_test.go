@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -155,31 +154,9 @@ compact: {wait: 10s}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, claude, "-p", "Show every data file, one by one, then say you are done.",
+	res := runClaude(t, ctx, claude, work, home, tmp, cg.URL, cg.Log,
+		"-p", "Show every data file, one by one, then say you are done.",
 		"--output-format", "json", "--allowedTools", "Bash", "--model", "claude-sonnet-4-5")
-	cmd.Dir = work
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + home, "TMPDIR=" + tmp, "LANG=C.UTF-8", "TERM=dumb",
-		"ANTHROPIC_BASE_URL=" + cg.URL, "ANTHROPIC_API_KEY=sk-ant-e2e-fake-key-0000",
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1", "DISABLE_ERROR_REPORTING=1",
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	runErr := cmd.Run()
-	t.Logf("the CLI ran in %v", time.Since(start).Round(time.Millisecond))
-	defer func() {
-		if t.Failed() {
-			t.Logf("CLI stdout:\n%s\nCLI stderr:\n%s\nctxguard log:\n%s", stdout.String(), stderr.String(), cg.Log())
-		}
-	}()
-	if runErr != nil {
-		t.Fatalf("claude: %v", runErr)
-	}
-	var res cliResult
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("CLI output is not JSON: %v", err)
-	}
 	if res.IsError || res.NumTurns != e2eTurns+1 || res.Result != finalText {
 		t.Errorf("CLI result: is_error %v, num_turns %d (want %d), result %q", res.IsError, res.NumTurns, e2eTurns+1, res.Result)
 	}
