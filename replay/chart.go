@@ -34,15 +34,27 @@ const (
 	bigHeight   = 380
 	smallHeight = 250
 	gap         = 20
-	colOrig     = "#6b7280"
-	colSent     = "#2563eb"
-	colSaved    = "#bfdbfe"
-	colEvent    = "#dc2626"
-	colReset    = "#9ca3af"
-	colGrid     = "#e5e7eb"
-	colText     = "#111827"
-	colMuted    = "#4b5563"
 	fontFamily  = "system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif"
+)
+
+// Theme is a chart's palette, as SVG colors. Light is replay's; Dark is
+// for pages in a dark color scheme (the dashboard's).
+type Theme struct {
+	Background, Panel, Border string // the page, a panel's fill and its border
+	Orig, Sent, Saved         string // the original and sent lines, the area between them
+	Event, Reset              string // edit event and client compaction markers
+	Grid, Text, Muted         string
+}
+
+var (
+	// Light is the default theme, the one replay's charts use.
+	Light = Theme{Background: "#f9fafb", Panel: "#ffffff", Border: "#d1d5db",
+		Orig: "#6b7280", Sent: "#2563eb", Saved: "#bfdbfe", Event: "#dc2626", Reset: "#9ca3af",
+		Grid: "#e5e7eb", Text: "#111827", Muted: "#4b5563"}
+	// Dark suits a dark page.
+	Dark = Theme{Background: "#0f1115", Panel: "#161a21", Border: "#2d3440",
+		Orig: "#9ca3af", Sent: "#60a5fa", Saved: "#1e3a8a", Event: "#f87171", Reset: "#6b7280",
+		Grid: "#262c36", Text: "#e5e7eb", Muted: "#9ca3af"}
 )
 
 // WriteCharts writes the report's charts to path: path ending in ".svg"
@@ -108,6 +120,7 @@ func chartSessions(r *Report) ([]*SessionReport, int) {
 // ChartSVG renders the report's largest sessions as one SVG.
 func ChartSVG(r *Report) []byte {
 	ss, left := chartSessions(r)
+	b := svg{th: Light}
 	inner := chartWidth - 2*chartMargin
 	half := (inner - gap) / 2
 	top := 96
@@ -120,11 +133,10 @@ func ChartSVG(r *Report) []byte {
 		h += rows * (smallHeight + gap)
 	}
 	h += 24
-	var b svg
 	b.open(chartWidth, h)
 	t := r.Total
-	b.text(chartMargin, 32, 20, "600", colText, "start", "ctxguard replay: prompt tokens per request, original vs sent")
-	b.text(chartMargin, 56, 13, "400", colMuted, "start", fmt.Sprintf(
+	b.text(chartMargin, 32, 20, "600", b.th.Text, "start", "ctxguard replay: prompt tokens per request, original vs sent")
+	b.text(chartMargin, 56, 13, "400", b.th.Muted, "start", fmt.Sprintf(
 		"%s, %s requests · tokens ×%s · cache-aware cost ×%s (breakpoints ×%s) · %s · %s instead of %s",
 		plural(len(r.Sessions), "session"), stub.Commas(t.Requests), ratio(t.TokenRatio), ratio(t.CostRatio), ratio(t.BPCostRatio), plural(t.Events, "edit event"), usd(t.SentUSD), usd(t.OrigUSD)))
 	legend(&b, chartMargin, 80)
@@ -143,15 +155,18 @@ func ChartSVG(r *Report) []byte {
 		}
 	}
 	if left > 0 {
-		b.text(chartMargin, h-10, 12, "400", colMuted, "start", fmt.Sprintf("%d smaller sessions not shown; --chart DIR/ draws one chart per session", left))
+		b.text(chartMargin, h-10, 12, "400", b.th.Muted, "start", fmt.Sprintf("%d smaller sessions not shown; --chart DIR/ draws one chart per session", left))
 	}
 	b.close()
 	return b.bytes()
 }
 
-// SessionSVG renders one session as its own SVG.
-func SessionSVG(s *SessionReport) []byte {
-	var b svg
+// SessionSVG renders one session as its own SVG, in the Light theme.
+func SessionSVG(s *SessionReport) []byte { return SessionSVGTheme(s, Light) }
+
+// SessionSVGTheme renders one session as its own SVG in the theme th.
+func SessionSVGTheme(s *SessionReport, th Theme) []byte {
+	b := svg{th: th}
 	w, h := 1000, 440
 	b.open(w, h+40)
 	legend(&b, chartMargin, 24)
@@ -166,35 +181,35 @@ func legend(b *svg, x, y int) {
 		label, color, dash string
 		width              float64
 	}{
-		{"original", colOrig, "", 2},
-		{"sent by ctxguard", colSent, "", 2.5},
-		{"edit event", colEvent, "5 3", 1.5},
-		{"client compaction", colReset, "2 3", 1.5},
+		{"original", b.th.Orig, "", 2},
+		{"sent by ctxguard", b.th.Sent, "", 2.5},
+		{"edit event", b.th.Event, "5 3", 1.5},
+		{"client compaction", b.th.Reset, "2 3", 1.5},
 	}
 	// Text widths are approximated (7 px a character at 12 px).
 	cx := x
 	for _, it := range items {
 		b.line(float64(cx), float64(y-4), float64(cx+22), float64(y-4), it.color, it.width, it.dash)
-		b.text(cx+28, y, 12, "400", colMuted, "start", it.label)
+		b.text(cx+28, y, 12, "400", b.th.Muted, "start", it.label)
 		cx += 28 + 7*len(it.label) + 16
 	}
 }
 
 // panel draws one session's chart in the box (x, y, w, h).
 func panel(b *svg, x, y, w, h int, s *SessionReport) {
-	b.rect(x, y, w, h, "#ffffff", "#d1d5db")
+	b.rect(x, y, w, h, b.th.Panel, b.th.Border)
 	title := s.Name
 	if s.Model != "" {
 		title += " · " + strings.TrimPrefix(s.Model, "claude-")
 	}
 	title += " · " + plural(len(s.PerRequest), "request")
-	b.text(x+12, y+20, 14, "600", colText, "start", title)
+	b.text(x+12, y+20, 14, "600", b.th.Text, "start", title)
 	sub := fmt.Sprintf("tokens ×%s · cost ×%s (bp ×%s) · peak %s → %s · %s",
 		ratio(s.TokenRatio), ratio(s.CostRatio), ratio(s.BPCostRatio), human(s.PeakOrig), human(s.PeakSent), plural(s.Events, "edit event"))
 	if s.Invalid > 0 {
 		sub += fmt.Sprintf(" · %d INVALID", s.Invalid)
 	}
-	b.text(x+12, y+38, 12, "400", colMuted, "start", sub)
+	b.text(x+12, y+38, 12, "400", b.th.Muted, "start", sub)
 
 	// Plot area.
 	px, py := float64(x+58), float64(y+52)
@@ -216,8 +231,8 @@ func panel(b *svg, x, y, w, h int, s *SessionReport) {
 	// Grid and y labels.
 	for v := 0.0; v <= top+step/2; v += step {
 		yy := py + ph - ph*v/top
-		b.line(px, yy, px+pw, yy, colGrid, 1, "")
-		b.text(int(px)-6, int(yy)+4, 11, "400", colMuted, "end", axisLabel(v))
+		b.line(px, yy, px+pw, yy, b.th.Grid, 1, "")
+		b.text(int(px)-6, int(yy)+4, 11, "400", b.th.Muted, "end", axisLabel(v))
 	}
 	// x ticks: request numbers, 1-based: the first, then every xstep.
 	xstep := int(math.Max(1, niceStep(float64(n), 8)))
@@ -229,13 +244,13 @@ func panel(b *svg, x, y, w, h int, s *SessionReport) {
 	}
 	for _, i := range ticks {
 		xx := xv(i - 1)
-		b.line(xx, py+ph, xx, py+ph+4, colMuted, 1, "")
-		b.text(int(xx), int(py+ph)+17, 11, "400", colMuted, "middle", strconv.Itoa(i))
+		b.line(xx, py+ph, xx, py+ph+4, b.th.Muted, 1, "")
+		b.text(int(xx), int(py+ph)+17, 11, "400", b.th.Muted, "middle", strconv.Itoa(i))
 	}
-	b.line(px, py+ph, px+pw, py+ph, colMuted, 1, "")
-	b.line(px, py, px, py+ph, colMuted, 1, "")
-	b.text(int(px+pw/2), int(py+ph)+31, 11, "400", colMuted, "middle", "request")
-	b.vtext(x+14, int(py+ph/2), 11, colMuted, "prompt tokens")
+	b.line(px, py+ph, px+pw, py+ph, b.th.Muted, 1, "")
+	b.line(px, py, px, py+ph, b.th.Muted, 1, "")
+	b.text(int(px+pw/2), int(py+ph)+31, 11, "400", b.th.Muted, "middle", "request")
+	b.vtext(x+14, int(py+ph/2), 11, b.th.Muted, "prompt tokens")
 
 	// Savings area, lines, markers.
 	if n > 1 {
@@ -246,16 +261,16 @@ func panel(b *svg, x, y, w, h int, s *SessionReport) {
 		for i := n - 1; i >= 0; i-- {
 			area = append(area, pt(xv(i), yv(s.PerRequest[i].SentTokens)))
 		}
-		b.polygon(area, colSaved, 0.6)
+		b.polygon(area, b.th.Saved, 0.6)
 	}
 	for i, q := range s.PerRequest {
 		if q.Reset {
-			b.marker("compaction", xv(i), py, py+ph, colReset, "2 3")
+			b.marker("compaction", xv(i), py, py+ph, b.th.Reset, "2 3")
 		}
 	}
 	for i, q := range s.PerRequest {
 		if q.Event {
-			b.marker("event", xv(i), py, py+ph, colEvent, "5 3")
+			b.marker("event", xv(i), py, py+ph, b.th.Event, "5 3")
 		}
 	}
 	orig := make([]string, n)
@@ -264,15 +279,15 @@ func panel(b *svg, x, y, w, h int, s *SessionReport) {
 		orig[i] = pt(xv(i), yv(q.OrigTokens))
 		sent[i] = pt(xv(i), yv(q.SentTokens))
 	}
-	b.polyline("original", orig, colOrig, 2)
-	b.polyline("sent", sent, colSent, 2.5)
+	b.polyline("original", orig, b.th.Orig, 2)
+	b.polyline("sent", sent, b.th.Sent, 2.5)
 	if n == 1 {
-		b.dot(xv(0), yv(s.PerRequest[0].OrigTokens), colOrig)
-		b.dot(xv(0), yv(s.PerRequest[0].SentTokens), colSent)
+		b.dot(xv(0), yv(s.PerRequest[0].OrigTokens), b.th.Orig)
+		b.dot(xv(0), yv(s.PerRequest[0].SentTokens), b.th.Sent)
 	}
 	for i, q := range s.PerRequest {
 		if q.Invalid != "" {
-			b.text(int(xv(i)), int(yv(q.SentTokens))-6, 14, "700", colEvent, "middle", "×")
+			b.text(int(xv(i)), int(yv(q.SentTokens))-6, 14, "700", b.th.Event, "middle", "×")
 		}
 	}
 }
@@ -308,14 +323,17 @@ func pt(x, y float64) string { return num(x) + "," + num(y) }
 
 func num(v float64) string { return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) }
 
-// svg accumulates an SVG document.
-type svg struct{ sb strings.Builder }
+// svg accumulates an SVG document drawn in the theme th.
+type svg struct {
+	sb strings.Builder
+	th Theme
+}
 
 func (s *svg) bytes() []byte { return []byte(s.sb.String()) }
 
 func (s *svg) open(w, h int) {
 	fmt.Fprintf(&s.sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">`+"\n", w, h, w, h, fontFamily)
-	fmt.Fprintf(&s.sb, `<rect width="%d" height="%d" fill="#f9fafb"/>`+"\n", w, h)
+	fmt.Fprintf(&s.sb, `<rect width="%d" height="%d" fill="%s"/>`+"\n", w, h, s.th.Background)
 }
 
 func (s *svg) close() { s.sb.WriteString("</svg>\n") }

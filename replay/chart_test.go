@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // svgShape is what the structural checks read from a chart.
@@ -191,6 +193,34 @@ func TestNiceStep(t *testing.T) {
 	for v, want := range map[float64]string{0: "0", 500: "500", 5000: "5K", 2500: "2.5K", 1_500_000: "1.5M"} {
 		if got := axisLabel(v); got != want {
 			t.Errorf("axisLabel(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// SessionSVG draws in the Light theme; another theme changes only the
+// colors: the same elements, none of Light's colors that Dark replaces.
+func TestSessionSVGTheme(t *testing.T) {
+	r := fixtureReport(t)
+	s := &r.Sessions[0]
+	light, dark := SessionSVG(s), SessionSVGTheme(s, Dark)
+	if !bytes.Equal(light, SessionSVGTheme(s, Light)) {
+		t.Error("SessionSVG differs from SessionSVGTheme(s, Light)")
+	}
+	pl, pd := parseSVG(t, light), parseSVG(t, dark)
+	if diff := cmp.Diff(pl.markers, pd.markers); diff != "" {
+		t.Errorf("markers differ (-light +dark):\n%s", diff)
+	}
+	if diff := cmp.Diff(pl.polylines, pd.polylines); diff != "" {
+		t.Errorf("lines differ (-light +dark):\n%s", diff)
+	}
+	for _, c := range []string{Dark.Background, Dark.Panel, Dark.Sent, Dark.Event, Dark.Text} {
+		if !bytes.Contains(dark, []byte(`"`+c+`"`)) {
+			t.Errorf("dark chart lacks %s", c)
+		}
+	}
+	for _, c := range []string{Light.Background, Light.Panel, Light.Sent, Light.Event, Light.Text} {
+		if bytes.Contains(dark, []byte(`"`+c+`"`)) {
+			t.Errorf("dark chart uses the light color %s", c)
 		}
 	}
 }
