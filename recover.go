@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/protocol"
+	"github.com/ctxguard/ctxguard/record"
 	"github.com/ctxguard/ctxguard/store"
 )
 
@@ -21,9 +22,10 @@ import (
 // proxy retries once with that body.
 
 // recoverer returns the Recover function for a request whose first
-// rewrite was res. body is the client's body: the proxy keeps it until
-// the exchange ends, which is after Recover returns.
-func (g *Guard) recoverer(proto protocol.Protocol, h http.Header, body []byte, res Result) func(context.Context, protocol.Overflow) ([]byte, func(), bool) {
+// rewrite was res, recorded in rec (which then takes the retry's
+// figures). body is the client's body: the proxy keeps it until the
+// exchange ends, which is after Recover returns.
+func (g *Guard) recoverer(proto protocol.Protocol, h http.Header, body []byte, res Result, rec *record.Exchange) func(context.Context, protocol.Overflow) ([]byte, func(), bool) {
 	info, sent := res.Model, res.TokensAfter
 	return func(ctx context.Context, o protocol.Overflow) ([]byte, func(), bool) {
 		g.limits.learn(g, info, o, sent)
@@ -35,7 +37,11 @@ func (g *Guard) recoverer(proto protocol.Protocol, h http.Header, body []byte, r
 				"session", r.Session, "model", info.ID, "tokens", o.Tokens, "limit", o.Limit, "sent_estimate", sent)
 			return nil, nil, false
 		}
-		g.stats.Recovered.Add(1)
+		rec.TokensAfter, rec.Passes, rec.Notes, rec.Stubs = r.TokensAfter, r.Passes, r.Notes, r.Stubs
+		rec.Event = rec.Event || r.Event
+		if r.Compaction != "" {
+			rec.Compaction = r.Compaction
+		}
 		g.log.Info("the upstream found a request too long; retrying it compacted", "session", r.Session, "model", info.ID,
 			"tokens", o.Tokens, "limit", o.Limit, "sent_estimate", sent, "retry_estimate", r.TokensAfter)
 		return r.Body, func() { outBufs.put(r.Body) }, true

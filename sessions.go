@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/ctxguard/ctxguard/record"
 )
 
 // SessionStats is what ctxguard did to one agent session. It is kept in
@@ -32,8 +34,9 @@ type sessions struct {
 // maxSessions bounds memory; the least recently seen go first.
 const maxSessions = 10_000
 
-func (s *sessions) record(res *Result) {
-	if res.Session == "" {
+// record is the session statistics' observer of the exchange records.
+func (s *sessions) record(x *record.Exchange) {
+	if x.Session == "" {
 		return
 	}
 	s.mu.Lock()
@@ -41,29 +44,31 @@ func (s *sessions) record(res *Result) {
 	if s.m == nil {
 		s.m, s.dirty = map[string]*SessionStats{}, map[string]bool{}
 	}
-	st := s.m[res.Session]
+	st := s.m[x.Session]
 	if st == nil {
 		if len(s.m) >= maxSessions {
 			s.evictLocked()
 		}
-		st = &SessionStats{Key: res.Session}
-		s.m[res.Session] = st
+		st = &SessionStats{Key: x.Session}
+		s.m[x.Session] = st
 	}
 	st.Requests++
-	st.Model = res.Model.ID
-	st.TokensBefore += int64(res.TokensBefore)
-	st.TokensAfter += int64(res.TokensAfter)
-	if res.Changed {
+	if x.ModelID != "" {
+		st.Model = x.ModelID
+	}
+	st.TokensBefore += int64(x.TokensBefore)
+	st.TokensAfter += int64(x.TokensAfter)
+	switch x.Outcome {
+	case record.Rewritten, record.Recovered:
 		st.Rewritten++
-	}
-	if res.Event {
-		st.Events++
-	}
-	if res.Err != nil {
+	case record.FailedOpen:
 		st.Failed++
 	}
-	st.LastSeen = time.Now().UTC().Truncate(time.Second)
-	s.dirty[res.Session] = true
+	if x.Event {
+		st.Events++
+	}
+	st.LastSeen = x.Start.Add(x.Total).UTC().Truncate(time.Second)
+	s.dirty[x.Session] = true
 }
 
 func (s *sessions) evictLocked() {

@@ -21,12 +21,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/record"
 	"github.com/ctxguard/ctxguard/splice"
 )
 
@@ -208,12 +208,10 @@ func (r *Request) RemoveBlocks(mi int, bis []int, note []byte) []splice.Edit {
 	return out
 }
 
-// PassStat is what one pass did to one request.
-type PassStat struct {
-	Name  string
-	Edits int
-	Saved int // bytes removed (negative if the pass added bytes)
-}
+// PassStat is what one pass did to one request: its name, its edits and
+// the bytes it removed (negative if it added bytes). It is the
+// exchange record's type (record.Pass).
+type PassStat = record.Pass
 
 // Result is the outcome of running a pipeline on one request.
 type Result struct {
@@ -230,6 +228,12 @@ type Result struct {
 	// caller keeps them alive (store.Blobs.Use) when it sends the body.
 	// Nil when nothing changed or a pass failed.
 	Blobs []string
+	// Stubs are the edits of the body sent that name a blob (a stub or a
+	// preview in place of content that was stored), in body order, for
+	// the exchange's record. Their Repl is owned by the pass that made
+	// it and not modified afterwards. Nil when nothing changed or a pass
+	// failed.
+	Stubs []splice.Edit
 	// Err is set when a pass failed and the original body was kept.
 	Err      error
 	FailedIn string // the pass that failed
@@ -238,9 +242,8 @@ type Result struct {
 
 // Pipeline is a compiled, ordered list of passes.
 type Pipeline struct {
-	passes   []Pass
-	failures atomic.Int64
-	log      *slog.Logger
+	passes []Pass
+	log    *slog.Logger
 }
 
 // New returns a pipeline running passes in order.
@@ -259,9 +262,6 @@ func (p *Pipeline) Passes() []string {
 	}
 	return n
 }
-
-// Failures reports how many requests failed open so far.
-func (p *Pipeline) Failures() int64 { return p.failures.Load() }
 
 // PassError is a pass failure, with the pass's name.
 type PassError struct {
@@ -282,13 +282,11 @@ func (p *Pipeline) Run(r *Request) (res Result) {
 	for _, ps := range p.passes {
 		st, err := p.runPass(ps, r)
 		if err != nil {
-			p.failures.Add(1)
 			return Result{Body: body, Err: &PassError{Pass: ps.Name(), Err: err}, FailedIn: ps.Name(), Passes: res.Passes}
 		}
 		res.Passes = append(res.Passes, st)
 	}
 	if err := r.finalize(); err != nil {
-		p.failures.Add(1)
 		return Result{Body: body, Err: &PassError{Pass: "splice", Err: err}, FailedIn: "splice", Passes: res.Passes}
 	}
 	var out []byte
@@ -299,14 +297,22 @@ func (p *Pipeline) Run(r *Request) (res Result) {
 		out, err = r.edits.Apply(body)
 	}
 	if err != nil {
-		p.failures.Add(1)
 		return Result{Body: body, Err: &PassError{Pass: "splice", Err: err}, FailedIn: "splice", Passes: res.Passes}
 	}
 	res.Body = out
 	res.Changed = r.edits.Len() > 0
 	res.Headers = r.headers
 	res.Notes = r.notes
-	res.Blobs = blobs(r.edits.Edits())
+	edits := r.edits.Edits()
+	res.Blobs = blobs(edits)
+	if len(res.Blobs) > 0 {
+		res.Stubs = make([]splice.Edit, 0, len(res.Blobs))
+		for _, e := range edits {
+			if e.Blob != "" {
+				res.Stubs = append(res.Stubs, e)
+			}
+		}
+	}
 	return res
 }
 

@@ -106,8 +106,8 @@ func TestRun(t *testing.T) {
 				t.Errorf("changed = %v", res.Changed)
 			}
 			if tc.failed != "" {
-				if p.Failures() != 1 || !bytes.Equal(res.Body, []byte(body)) {
-					t.Errorf("failures %d", p.Failures())
+				if !bytes.Equal(res.Body, []byte(body)) || res.Stubs != nil || res.Blobs != nil {
+					t.Errorf("a failed run must return the original body and no stubs: %q, stubs %v", res.Body, res.Stubs)
 				}
 			}
 		})
@@ -199,6 +199,25 @@ func TestResultBlobs(t *testing.T) {
 			res := New(nil, tc.passes...).Run(request(t))
 			if d := cmp.Diff(tc.want, res.Blobs); d != "" {
 				t.Errorf("Blobs (-want +got):\n%s", d)
+			}
+			// Stubs are the edits that name those blobs, in body order.
+			var named []string
+			for _, e := range res.Stubs {
+				if e.Blob == "" || len(e.Repl) == 0 {
+					t.Errorf("stub %+v: no blob or no replacement", e)
+				}
+				named = append(named, strings.Fields(e.Blob)...)
+			}
+			seen := map[string]bool{}
+			var distinct []string
+			for _, id := range named {
+				if !seen[id] {
+					seen[id] = true
+					distinct = append(distinct, id)
+				}
+			}
+			if d := cmp.Diff(tc.want, distinct); d != "" {
+				t.Errorf("blobs the Stubs name (-want +got):\n%s", d)
 			}
 		})
 	}

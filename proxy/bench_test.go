@@ -18,6 +18,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/protocol"
+	"github.com/ctxguard/ctxguard/record"
 )
 
 // messagesBody builds a Claude Code-like Messages body of about size
@@ -69,7 +70,7 @@ func BenchmarkProxy(b *testing.B) {
 			if _, err := anthropic.Parse(body); err != nil {
 				panic(err)
 			}
-			return Outcome{Body: body, OnUsage: func(protocol.Usage) {}}
+			return Outcome{Body: body}
 		})
 		edited := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
 			out := make([]byte, len(body)-10, len(body))
@@ -88,7 +89,7 @@ func BenchmarkProxy(b *testing.B) {
 			name string
 			rw   Rewriter
 		}{{"ctxguard-no-rewriter", nil}, {"ctxguard-parse", parse}, {"ctxguard-new-body", edited}} {
-			p, err := New(Options{Upstream: upURL, Rewriter: v.rw, Protocols: []protocol.Protocol{anthropic.Protocol}})
+			p, err := New(Options{Upstream: upURL, Rewriter: v.rw, Protocols: []protocol.Protocol{anthropic.Protocol}, Record: func(*record.Exchange) {}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -207,9 +208,9 @@ func TestOverheadReport(t *testing.T) {
 		ctxSrv := httptest.NewServer(p)
 		defer ctxSrv.Close()
 		tap := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
-			return Outcome{Body: body, OnUsage: func(protocol.Usage) {}}
+			return Outcome{Body: body}
 		})
-		pt, _ := New(Options{Upstream: upURL, Rewriter: tap, Protocols: []protocol.Protocol{anthropic.Protocol}})
+		pt, _ := New(Options{Upstream: upURL, Rewriter: tap, Protocols: []protocol.Protocol{anthropic.Protocol}, Record: func(*record.Exchange) {}})
 		tapSrv := httptest.NewServer(pt)
 		defer tapSrv.Close()
 		type variant struct {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/gzip"
@@ -168,6 +169,7 @@ func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange)
 			Message: "ctxguard: could not read the request body", Err: err}
 	}
 	x.inBytes = int64(len(orig))
+	x.read = time.Since(x.start)
 
 	body := orig
 	coding, ok := contentCoding(r.Header)
@@ -203,9 +205,9 @@ func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange)
 		p.skipOverloaded(r, out, x, orig, "no room for the rewritten body")
 		return nil
 	}
-	t0 := nowFunc()
 	oc := p.rewrite(r, x, body)
-	x.rewrite = nowFunc().Sub(t0)
+	oc.called = true
+	x.rewrite = time.Since(x.start) - x.read
 	x.outcome = oc
 	if oc.Release != nil {
 		x.lease.onRelease(oc.Release)

@@ -15,7 +15,8 @@
 // returns is sent upstream with a correct Content-Length. Everything
 // else — count_tokens, models, unknown paths, another method or content
 // type — is streamed through untouched, without being buffered. Paths
-// under /ctxguard/ are never forwarded: they go to Options.Extra.
+// under /ctxguard/, and /metrics, are never forwarded: they go to
+// Options.Extra.
 // WebSocket upgrades are refused with 426 Upgrade Required, so that
 // clients that try them (Codex) fall back to HTTP, where ctxguard sees
 // the whole history.
@@ -121,6 +122,7 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/protocol"
+	"github.com/ctxguard/ctxguard/record"
 )
 
 // DefaultUpstream is where requests go when Options.Upstream is nil.
@@ -176,11 +178,11 @@ type Outcome struct {
 	// exchange is over and the transport closed the body), so a Rewriter
 	// can hand out pooled memory.
 	Release func()
-	// OnUsage, if set, is called at most once, after the response body
-	// has been forwarded (or the stream was cut), with the usage read
-	// from a 2xx answer. It runs on the request's goroutine, so it should
-	// return quickly.
-	OnUsage func(protocol.Usage)
+	// Record, if set, is the Rewriter's part of the exchange's record
+	// (record.Exchange): what the rewrite decided. The proxy completes it
+	// with what the transport saw and hands it to Options.Record. A nil
+	// Record gets a fresh one.
+	Record *record.Exchange
 	// Recover, if set, is called when the upstream answers with a
 	// context-overflow error (protocol.OverflowReader) before any byte of
 	// the answer reached the client. It returns the body of one retry,
@@ -189,6 +191,8 @@ type Outcome struct {
 	// proxy calls it at most once per request and never retries a
 	// request whose answer has started to reach the client.
 	Recover func(ctx context.Context, o protocol.Overflow) (body []byte, release func(), ok bool)
+
+	called bool // the Rewriter ran (set by the proxy)
 }
 
 // Timeouts bound the proxy's waits on the client and on the upstream. A
@@ -282,9 +286,21 @@ type Options struct {
 	Logger *slog.Logger
 	// Rewriter rewrites Messages bodies. Default: none (pure proxy).
 	Rewriter Rewriter
-	// Extra serves every path under /ctxguard/ (never forwarded). Default:
-	// 404 for those paths.
+	// Extra serves every path under /ctxguard/, and /metrics (never
+	// forwarded: no model API has them). Default: 404 for those paths.
 	Extra http.Handler
+	// Record, if set, receives the record of every exchange that took the
+	// rewrite path (a rewritable request: see Protocol.Rewritable),
+	// whether the Rewriter changed it, left it, or never saw it because
+	// the proxy answered with its own error (outcome record.Refused): the
+	// Rewriter's part (Outcome.Record) completed with the route, the
+	// durations, the status, the usage read from a 2xx answer and the
+	// byte counts. It is called once per exchange, after the answer was
+	// relayed (or cut), on the request's goroutine, so it must return
+	// quickly. The proxy then logs nothing of the exchange itself: the
+	// record is the log line. Without it, the proxy logs a line per
+	// exchange.
+	Record func(*record.Exchange)
 	// DumpBodies logs client and upstream request bodies at debug level.
 	// For debugging only: bodies hold the user's data.
 	DumpBodies bool
@@ -353,6 +369,7 @@ type Proxy struct {
 	log      *slog.Logger
 	rw       Rewriter
 	extra    http.Handler
+	record   func(*record.Exchange)
 	dump     bool
 	rt       http.RoundTripper
 }
@@ -379,6 +396,7 @@ func New(opts Options) (*Proxy, error) {
 		log:      opts.Logger,
 		rw:       opts.Rewriter,
 		extra:    opts.Extra,
+		record:   opts.Record,
 		dump:     opts.DumpBodies,
 		rt:       opts.Transport,
 	}
@@ -472,6 +490,7 @@ type exchange struct {
 	start       time.Time
 	proto       protocol.Protocol // the protocol that claimed it, or nil
 	up          *origin           // where it goes
+	route       string            // the named route's prefix, or ""
 	path        string            // the path after a route's prefix
 	escPath     string            // the same, as the client escaped it
 	messages    bool              // went through the Rewriter path
@@ -481,7 +500,10 @@ type exchange struct {
 	status      int
 	respBytes   int64
 	wroteHeader bool
-	rewrite     time.Duration
+	read        time.Duration // from start until the body was read
+	rewrite     time.Duration // decoding and rewriting
+	firstByte   time.Duration // from start until the upstream's answer headers
+	recovered   bool          // retried compacted after an overflow
 	usage       *protocol.Usage
 	outcome     Outcome
 	errID       string      // the ID of the error rendered to the client
@@ -506,7 +528,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = rc.EnableFullDuplex() // HTTP/2 is always full duplex and says so with an error
 	x.body = p.newClientBody(r, rc, x.start)
 	defer x.body.end()
-	local := strings.HasPrefix(r.URL.Path, "/ctxguard/")
+	local := isLocal(r.URL.Path)
 	if !local {
 		p.dispatch(r, x)
 	} else if len(p.protos) > 0 {
@@ -539,7 +561,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			cut = r.Context().Err() == nil
 		}
 	}
-	p.logExchange(r, x, err)
+	if x.messages && p.record != nil {
+		p.publish(r, x, err)
+	} else {
+		p.logExchange(r, x, err)
+	}
 	x.end() // buffered memory is free before a drain
 	if cut {
 		panic(http.ErrAbortHandler)
@@ -549,6 +575,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// isLocal reports whether path is one of ctxguard's own (Options.Extra):
+// under /ctxguard/, or /metrics.
+func isLocal(path string) bool {
+	return strings.HasPrefix(path, "/ctxguard/") || path == "/metrics"
+}
+
 // dispatch finds the request's route, protocol and upstream.
 func (p *Proxy) dispatch(r *http.Request, x *exchange) {
 	x.path, x.escPath = r.URL.Path, r.URL.EscapedPath()
@@ -556,7 +588,7 @@ func (p *Proxy) dispatch(r *http.Request, x *exchange) {
 		if rest, ok := strings.CutPrefix(r.URL.Path, rt.prefix); ok && strings.HasPrefix(rest, "/") {
 			// A prefix has no escapes (see New): the escaped path starts
 			// with the same bytes.
-			x.path, x.escPath, x.up = rest, x.escPath[len(rt.prefix):], rt.up
+			x.path, x.escPath, x.up, x.route = rest, x.escPath[len(rt.prefix):], rt.up, rt.prefix
 			break
 		}
 	}
@@ -636,6 +668,45 @@ func (p *Proxy) logExchange(r *http.Request, x *exchange, err error) {
 	p.log.LogAttrs(r.Context(), level, "proxy", attrs...)
 }
 
+// publish completes the exchange's record (the Rewriter's part, or a
+// fresh one) with what the proxy saw and hands it to Options.Record.
+func (p *Proxy) publish(r *http.Request, x *exchange, err error) {
+	rec := x.outcome.Record
+	if rec == nil {
+		rec = &record.Exchange{Outcome: record.Unchanged}
+		if !x.outcome.called {
+			rec.Outcome = record.Bypassed // the Rewriter never saw it
+		}
+	}
+	rec.Start = x.start
+	if rec.Protocol == "" && x.proto != nil {
+		rec.Protocol = x.proto.Name()
+	}
+	rec.Route = strings.TrimPrefix(x.route, "/x/")
+	rec.Path = x.path
+	if rec.Client == "" {
+		rec.Client = record.Client(r.Header.Get("User-Agent"))
+	}
+	rec.Read, rec.Rewrite, rec.FirstByte, rec.Total = x.read, x.rewrite, x.firstByte, time.Since(x.start)
+	rec.Status, rec.Usage = x.status, x.usage
+	rec.BytesIn, rec.BytesOut, rec.BytesResp = x.inBytes, x.outBytes, x.respBytes
+	if x.recovered {
+		rec.Outcome = record.Recovered
+	}
+	if s := x.outcome.RespHeader.Get("X-Ctxguard-Skipped"); s != "" && rec.Skipped == "" {
+		rec.Skipped = s
+	}
+	if err != nil {
+		rec.Error = err.Error()
+		if x.errID != "" {
+			// ctxguard answered with its own error: that is what the
+			// client saw, whatever the rewrite did.
+			rec.Outcome, rec.ErrorID = record.Refused, x.errID
+		}
+	}
+	p.record(rec)
+}
+
 // rewritable reports whether r goes through the Rewriter: its protocol
 // rewrites the endpoint and the body is JSON.
 func rewritable(r *http.Request, x *exchange) bool {
@@ -674,12 +745,16 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseC
 		x.body.hand()
 	}
 	res, err := p.roundTrip(out, client, cancel)
+	x.firstByte = time.Since(x.start)
 	if err != nil {
 		return p.upstreamError(r, ctx, x, err)
 	}
 	if oc.Recover != nil && (res.StatusCode == http.StatusBadRequest || res.StatusCode == http.StatusRequestEntityTooLarge) {
 		if or, ok := x.proto.(protocol.OverflowReader); ok {
 			res = p.recoverOverflow(ctx, r, out, res, &oc, x, or, cancel)
+			if x.recovered {
+				x.firstByte = time.Since(x.start)
+			}
 		}
 	}
 	defer res.Body.Close()

@@ -73,6 +73,7 @@ func (p *Proxy) recoverOverflow(ctx context.Context, r *http.Request, out *http.
 		oc.RespHeader = http.Header{}
 	}
 	oc.RespHeader.Set(RecoveredHeader, "1")
+	x.recovered = true
 	p.log.LogAttrs(r.Context(), slog.LevelInfo, "request too long for the upstream; retried compacted",
 		slog.Int("tokens", o.Tokens), slog.Int("limit", o.Limit), slog.Int("status", res2.StatusCode))
 	return res2

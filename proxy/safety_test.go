@@ -52,7 +52,10 @@ func readRaw(t testing.TB, br *bufio.Reader) (*http.Response, []byte) {
 
 // unusedAddr returns a loopback address nothing listens on.
 func unusedAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// On 127.0.0.2, where no test server listens: a port just freed on
+	// 127.0.0.1 may be the next httptest server's, and the proxy would
+	// then forward to itself.
+	l, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,15 +16,13 @@ import (
 	"github.com/ctxguard/ctxguard/protocol"
 )
 
-var nowFunc = time.Now
-
 // copyBufs holds the buffers response bodies are copied through.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // respond forwards the upstream response: status, headers (minus
 // hop-by-hop, plus the Rewriter's X-Ctxguard-* headers) and the body,
 // flushed after every read when it streams. It feeds the usage tap of a
-// Messages answer and calls OnUsage at the end.
+// rewritable request's answer when the exchange is recorded (Options.Record).
 //
 // The idle timer runs only while the proxy waits on the upstream; every
 // write to the client has its own deadline (Timeouts.ClientWrite), so a
@@ -58,7 +56,7 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	// decoded for it on the side.
 	var tap protocol.UsageTap
 	var sink tapSink
-	if oc.OnUsage != nil && res.StatusCode/100 == 2 && x.proto != nil {
+	if p.record != nil && x.messages && res.StatusCode/100 == 2 && x.proto != nil {
 		tap = x.proto.NewUsageTap(ct)
 		sink = plainTap{tap}
 		if coding := strings.ToLower(strings.TrimSpace(res.Header.Get("Content-Encoding"))); coding != "" && coding != "identity" {
@@ -118,7 +116,6 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		sink.Close()
 		if u, ok := tap.Usage(); ok {
 			x.usage = &u
-			oc.OnUsage(u)
 		}
 	}
 	switch {

@@ -21,16 +21,24 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/protocol"
+	"github.com/ctxguard/ctxguard/record"
 )
 
-// usageLog collects OnUsage calls; the proxy makes them after the last
-// byte went out, so a test that has read the body may need to wait.
+// usageLog collects the usage of the records the proxy publishes
+// (Options.Record); it does so after the last byte went out, so a test
+// that has read the body may need to wait.
 type usageLog struct {
 	mu    sync.Mutex
 	calls []protocol.Usage
 }
 
-func (l *usageLog) add(u protocol.Usage) { l.mu.Lock(); l.calls = append(l.calls, u); l.mu.Unlock() }
+func (l *usageLog) rec(x *record.Exchange) {
+	if x.Usage != nil {
+		l.mu.Lock()
+		l.calls = append(l.calls, *x.Usage)
+		l.mu.Unlock()
+	}
+}
 
 // wait returns the calls once there are n, or after a second.
 func (l *usageLog) wait(n int) []protocol.Usage {
@@ -117,9 +125,9 @@ func TestSSEForwardedPerEvent(t *testing.T) {
 	defer fake.Close()
 	var ul usageLog
 	rw := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
-		return Outcome{Body: body, OnUsage: ul.add}
+		return Outcome{Body: body}
 	})
-	srv, _ := newProxyServer(t, fake.URL, Options{Rewriter: rw})
+	srv, _ := newProxyServer(t, fake.URL, Options{Rewriter: rw, Record: ul.rec})
 	req, _ := http.NewRequest("POST", srv.URL+"/v1/messages?beta=true", strings.NewReader(streamReq))
 	req.Header = jsonHeader()
 	res, err := rawClient().Do(req)
@@ -150,7 +158,7 @@ func TestSSEForwardedPerEvent(t *testing.T) {
 		}
 	}
 	if usage := ul.wait(1); len(usage) != 1 || usage[0].Input != len(streamReq)/4 {
-		t.Errorf("OnUsage calls %+v", usage)
+		t.Errorf("usage recorded %+v", usage)
 	}
 }
 
@@ -247,9 +255,9 @@ func TestUpstreamErrorsUnchanged(t *testing.T) {
 		})
 		var ul usageLog
 		rw := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
-			return Outcome{Body: body, OnUsage: ul.add}
+			return Outcome{Body: body}
 		})
-		srv, _ := newProxyServer(t, up.URL, Options{Rewriter: rw})
+		srv, _ := newProxyServer(t, up.URL, Options{Rewriter: rw, Record: ul.rec})
 		for _, path := range []string{"/v1/messages?beta=true", "/v1/messages/count_tokens"} {
 			t.Run(tc.name+" "+path, func(t *testing.T) {
 				res, got := do(t, rawClient(), "POST", srv.URL+path, jsonHeader(), strings.NewReader(streamReq))
@@ -263,7 +271,7 @@ func TestUpstreamErrorsUnchanged(t *testing.T) {
 			})
 		}
 		if tc.status != 200 && len(ul.wait(0)) != 0 {
-			t.Errorf("%s: OnUsage called for an error answer", tc.name)
+			t.Errorf("%s: usage recorded for an error answer", tc.name)
 		}
 	}
 }
@@ -330,9 +338,9 @@ func TestUsageTapThroughProxy(t *testing.T) {
 			})
 			var ul usageLog
 			rw := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
-				return Outcome{Body: body, OnUsage: ul.add}
+				return Outcome{Body: body}
 			})
-			srv, _ := newProxyServer(t, up.URL, Options{Rewriter: rw})
+			srv, _ := newProxyServer(t, up.URL, Options{Rewriter: rw, Record: ul.rec})
 			h := jsonHeader()
 			h.Set("Accept-Encoding", "gzip, deflate, br, zstd")
 			res, body := do(t, rawClient(), "POST", srv.URL+"/v1/messages?beta=true", h, strings.NewReader(streamReq))
@@ -340,7 +348,7 @@ func TestUsageTapThroughProxy(t *testing.T) {
 				t.Errorf("client got %d bytes (encoding %q), upstream sent %d", len(body), res.Header.Get("Content-Encoding"), len(wire))
 			}
 			if diff := cmp.Diff([]protocol.Usage{want}, ul.wait(1)); diff != "" {
-				t.Errorf("OnUsage calls (-want +got)\n%s", diff)
+				t.Errorf("usage recorded (-want +got)\n%s", diff)
 			}
 		})
 	}
@@ -355,9 +363,9 @@ func TestFakeStreamChunkedAtEveryByte(t *testing.T) {
 	defer fake.Close()
 	var ul usageLog
 	rw := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
-		return Outcome{Body: body, OnUsage: ul.add}
+		return Outcome{Body: body}
 	})
-	srv, _ := newProxyServer(t, fake.URL, Options{Rewriter: rw})
+	srv, _ := newProxyServer(t, fake.URL, Options{Rewriter: rw, Record: ul.rec})
 	res, body := do(t, rawClient(), "POST", srv.URL+"/v1/messages", jsonHeader(), strings.NewReader(streamReq))
 	if res.StatusCode != 200 || !strings.HasSuffix(string(body), "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") {
 		t.Fatalf("%d %q", res.StatusCode, body)
@@ -404,9 +412,9 @@ func TestHTTP2Client(t *testing.T) {
 	u, _ := url.Parse(fake.URL)
 	var ul usageLog
 	rw := RewriterFunc(func(_ context.Context, _ *http.Request, _ protocol.Protocol, body []byte) Outcome {
-		return Outcome{Body: body, OnUsage: ul.add}
+		return Outcome{Body: body}
 	})
-	p, err := New(Options{Upstream: u, Rewriter: rw, Protocols: []protocol.Protocol{anthropic.Protocol}})
+	p, err := New(Options{Upstream: u, Rewriter: rw, Record: ul.rec, Protocols: []protocol.Protocol{anthropic.Protocol}})
 	if err != nil {
 		t.Fatal(err)
 	}

