@@ -115,7 +115,7 @@ function table(headers, rows) {
 
 function replaceMain(...nodes) {
   const m = document.getElementById("main");
-  m.replaceChildren(...nodes);
+  m.replaceChildren(...nodes.filter(n => n !== null && n !== undefined && n !== false));
 }
 
 function fail(err) {
@@ -138,8 +138,8 @@ async function overview() {
   const rows = o.sessions.map(s => el("tr", { "data-session": s.key, class: s.events ? "event" : "" },
     el("td", { class: "key" }, el("a", { href: sessionHref(s.key) }, s.key),
       s.live ? " " : null, s.live ? el("span", { class: "badge live" }, "live") : null),
-    el("td", {}, s.client || "—"),
-    el("td", {}, s.model || "—"),
+    el("td", { class: "nowrap" }, s.client || "—"),
+    el("td", { class: "nowrap" }, s.model || "—"),
     el("td", {}, gauge(s.full, s.last_sent, s.window)),
     tokCell(s.last_before, "last_before"),
     tokCell(s.last_after, "last_after"),
