@@ -59,7 +59,7 @@ func TestDashboard(t *testing.T) {
 
 	up := anthropictest.NewServer(anthropictest.Options{})
 	defer up.Close()
-	base := startInProcess(t, up.URL)
+	base := start(t, up.URL)
 
 	// The session: each request the history so far plus one tool call and
 	// its result; the first result is large, so the clear pass clears it
@@ -185,12 +185,9 @@ func TestDashboard(t *testing.T) {
 	t.Logf("screenshots in %s", artifacts)
 }
 
-// startInProcess runs ctxguard's proxy in front of upstream, with the
-// dashboard subscribed to the Guard's records and mounted under
-// /ctxguard/ (beside the Guard's own /ctxguard/v1/ endpoints) as serve
-// mounts it. It returns the base URL.
-func startInProcess(t *testing.T, upstream string) string {
-	t.Helper()
+// testConfig makes the clear pass clear the session's old results
+// within a few requests (and leaves them to it alone).
+func testConfig(t *testing.T, upstream string) config.Config {
 	cfg := config.Defaults()
 	cfg.DataDir = t.TempDir()
 	cfg.Upstreams = config.Upstreams{Anthropic: upstream, OpenAI: upstream}
@@ -198,10 +195,90 @@ func startInProcess(t *testing.T, upstream string) string {
 	cfg.Persist.Threshold = 1 << 20
 	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
 	cfg.Clear.Payback = 0
+	return cfg
+}
+
+// start runs ctxguard in front of upstream and returns its base URL: the
+// real `ctxguard serve` when the Guard mounts the dashboard itself (its
+// local endpoints answer /ctxguard/api/overview), else the Guard's proxy
+// in process with the dashboard mounted beside it as serve would.
+func start(t *testing.T, upstream string) string {
+	cfg := testConfig(t, upstream)
 	g, err := ctxguard.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	probe := httptest.NewRequest("GET", "/ctxguard/api/overview", nil)
+	probe.RemoteAddr = "127.0.0.1:1"
+	w := httptest.NewRecorder()
+	g.Local().ServeHTTP(w, probe)
+	if w.Code == http.StatusOK {
+		return startServe(t, cfg)
+	}
+	t.Logf("the Guard does not serve the dashboard (GET /ctxguard/api/overview: %d): mounting it in process", w.Code)
+	return startInProcess(t, g, cfg)
+}
+
+// startServe builds ctxguard and runs `ctxguard serve` with cfg on a free
+// loopback port.
+func startServe(t *testing.T, cfg config.Config) string {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "ctxguard")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/ctxguard").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	y, err := cfg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "ctxguard.yaml")
+	logPath := filepath.Join(dir, "serve.log")
+	if err := os.WriteFile(file, y, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--config", file)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	listening := regexp.MustCompile(`listening on http://(\S+?)"`)
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b, _ := os.ReadFile(logPath)
+		if m := listening.FindSubmatch(b); m != nil {
+			t.Logf("ctxguard serve on %s", m[1])
+			return "http://" + string(m[1])
+		}
+		select {
+		case <-exited:
+			t.Fatalf("ctxguard serve exited:\n%s", b)
+		case <-deadline.C:
+			t.Fatalf("ctxguard serve did not listen within a minute:\n%s", b)
+		case <-tick.C:
+		}
+	}
+}
+
+// startInProcess serves g's proxy with the dashboard subscribed to g's
+// records and mounted under /ctxguard/ beside the Guard's /ctxguard/v1/
+// endpoints, as serve mounts it.
+func startInProcess(t *testing.T, g *ctxguard.Guard, cfg config.Config) string {
 	p, err := g.Handler()
 	if err != nil {
 		t.Fatal(err)
