@@ -209,7 +209,7 @@ func start(t *testing.T, upstream string) string {
 		t.Fatal(err)
 	}
 	probe := httptest.NewRequest("GET", "/ctxguard/api/overview", nil)
-	probe.RemoteAddr = "127.0.0.1:1"
+	probe.RemoteAddr, probe.Host = "127.0.0.1:1", "127.0.0.1"
 	w := httptest.NewRecorder()
 	g.Local().ServeHTTP(w, probe)
 	if w.Code == http.StatusOK {
