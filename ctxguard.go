@@ -515,7 +515,7 @@ func (g *Guard) publish(x *record.Exchange) {
 func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Header, body, out []byte, urgent bool) (res Result) {
 	res = Result{Body: body, original: body}
 	if h.Get(BypassHeader) == "1" {
-		res.Skipped = "bypass"
+		res.Skipped, res.Session = "bypass", session.Key(h, nil)
 		return res
 	}
 	mem := g.recent.acquire(memoKey(proto, h))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/metrics"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
 )
@@ -148,4 +149,12 @@ func loopback(addr string) bool {
 // mountObservers subscribes the metrics and the dashboard to the records
 // and serves them, as configured.
 func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *http.Request) error)) {
+	serve := func(h http.Handler) func(http.ResponseWriter, *http.Request) error {
+		return func(w http.ResponseWriter, r *http.Request) error { h.ServeHTTP(w, r); return nil }
+	}
+	if g.cfg.Metrics.Enabled {
+		m := metrics.New()
+		g.bus.Subscribe(m)
+		handle("GET /metrics", serve(m.Handler()))
+	}
 }

@@ -1,6 +1,7 @@
 package ctxguard
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,6 +40,9 @@ func (g *Guard) recoverer(proto protocol.Protocol, h http.Header, body []byte, r
 		}
 		rec.TokensAfter, rec.Passes, rec.Notes, rec.Stubs = r.TokensAfter, r.Passes, r.Notes, r.Stubs
 		rec.Event = rec.Event || r.Event
+		if rec.Bodies != nil {
+			rec.Bodies.After = bytes.Clone(r.Body)
+		}
 		if r.Compaction != "" {
 			rec.Compaction = r.Compaction
 		}

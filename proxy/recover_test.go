@@ -7,11 +7,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/protocol"
+	"github.com/ctxguard/ctxguard/record"
 )
 
 // windowed answers bodies up to max bytes with a streamed success, and
@@ -84,7 +86,8 @@ func TestRecoverOverflow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newUpstream(t, windowed(tc.max, tc.status, tc.errBody))
 			rw := &recovering{retry: tc.retry}
-			_, s, _ := newProxy(t, up.URL, Options{Rewriter: rw, Protocols: []protocol.Protocol{tc.proto}})
+			recs := make(chan *record.Exchange, 2)
+			_, s, _ := newProxy(t, up.URL, Options{Rewriter: rw, Protocols: []protocol.Protocol{tc.proto}, Record: func(x *record.Exchange) { recs <- x }})
 			res, body := do(t, rawClient(), http.MethodPost, s.URL+tc.path, http.Header{"Content-Type": {"application/json"}}, bytes.NewReader(big))
 			if res.StatusCode != tc.wantCode {
 				t.Fatalf("status %d, want %d: %s", res.StatusCode, tc.wantCode, body)
@@ -104,6 +107,18 @@ func TestRecoverOverflow(t *testing.T) {
 			}
 			if tc.wantCode != 200 && tc.wantUp == 1 && string(body) != tc.errBody {
 				t.Errorf("the error was not forwarded byte for byte: %.200s", body)
+			}
+			// The record says what the client saw.
+			select {
+			case x := <-recs:
+				if (x.Outcome == record.Recovered) != tc.recovered || x.Status != tc.wantCode || x.Protocol != tc.proto.Name() || x.Path != tc.path {
+					t.Errorf("record: outcome %s status %d protocol %s path %s", x.Outcome, x.Status, x.Protocol, x.Path)
+				}
+				if tc.recovered && x.BytesOut != int64(len(small)) {
+					t.Errorf("record: %d bytes sent, the retry had %d", x.BytesOut, len(small))
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("no record")
 			}
 			if tc.name == "anthropic recovered" && (rw.got != protocol.Overflow{Tokens: 215000, Limit: 200000}) {
 				t.Errorf("overflow read as %+v", rw.got)

@@ -49,6 +49,7 @@ func bench(args []string, stdout, stderr io.Writer) error {
 	ctBin := fs.String("ctxguard-bin", "", "prebuilt ctxguard binary (with --passthrough-bin; default: build from the module)")
 	ptBin := fs.String("passthrough-bin", "", "prebuilt passthrough binary (internal/loadtest/cmd/passthrough)")
 	ctEnv := fs.String("ctxguard-env", "", "comma-separated KEY=VALUE added to ctxguard's environment only (e.g. GOGC=200)")
+	ctCfg := fs.String("ctxguard-config", "", "a YAML file appended to ctxguard's configuration (every pass on), e.g. to turn the dashboard and metrics off")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	benchfmt := fs.Bool("benchfmt", false, "print the report in the Go benchmark format (for benchstat)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
@@ -75,6 +76,13 @@ func bench(args []string, stdout, stderr io.Writer) error {
 	}
 	if *sessions != "" {
 		opt.Sessions = strings.Split(*sessions, ",")
+	}
+	if *ctCfg != "" {
+		b, err := os.ReadFile(*ctCfg)
+		if err != nil {
+			return err
+		}
+		opt.CtxguardConfig = string(b)
 	}
 	if *ctEnv != "" {
 		opt.CtxguardEnv = strings.Split(*ctEnv, ",")

@@ -187,7 +187,8 @@ func loadConfig(name, help string, args []string, stdout io.Writer, sf *serveFla
 	upstream := fs.String("upstream", "", "one upstream base URL for every API (default: https://api.anthropic.com and https://api.openai.com)")
 	dataDir := fs.String("data-dir", "", "data directory for the embedded store (default ~/.local/share/ctxguard)")
 	dryRun := fs.Bool("dry-run", false, "compute rewrites and log them, forward the original")
-	level := fs.String("log-level", "", "debug, info, warn or error")
+	level := fs.String("log-level", "", "debug, info, warn or error (debug adds the pass decisions to each exchange's line)")
+	format := fs.String("log-format", "", "text or json (json: one JSON object per line, one line per exchange)")
 	if sf != nil {
 		fs.StringVar(&sf.exitWithParent, "exit-with-parent", "auto", "exit when the parent process does: true, false, or auto (true when started by go run)")
 	}
@@ -218,6 +219,9 @@ func loadConfig(name, help string, args []string, stdout io.Writer, sf *serveFla
 	}
 	if set["log-level"] {
 		cfg.Log.Level = *level
+	}
+	if set["log-format"] {
+		cfg.Log.Format = *format
 	}
 	if err := cfg.ExpandPaths(); err != nil {
 		return cfg, err

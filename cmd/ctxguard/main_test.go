@@ -267,3 +267,15 @@ func TestMemoryLimit(t *testing.T) {
 		t.Error("GOMEMLIMIT in the environment was overridden")
 	}
 }
+
+// TestLogFlags: --log-level and --log-format override the configuration,
+// and a wrong format is refused.
+func TestLogFlags(t *testing.T) {
+	code, out, stderr := runCmd("config", "--log-level", "debug", "--log-format", "json")
+	if code != 0 || !strings.Contains(out, "level: debug") || !strings.Contains(out, "format: json") {
+		t.Errorf("exit %d, config:\n%s\n%s", code, out, stderr)
+	}
+	if code, _, stderr := runCmd("config", "--log-format", "xml"); code == 0 || !strings.Contains(stderr, "log.format") {
+		t.Errorf("--log-format xml: exit %d, %s", code, stderr)
+	}
+}

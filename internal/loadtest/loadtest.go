@@ -149,6 +149,10 @@ type Options struct {
 	// CtxguardEnv adds KEY=VALUE variables to ctxguard's environment only
 	// (GOGC=200, say, to try a runtime setting).
 	CtxguardEnv []string
+	// CtxguardConfig is YAML appended to ctxguard's configuration
+	// (ctxguardConfig), to measure other settings: "dashboard: {enabled:
+	// false}", say. It must not repeat the keys ctxguardConfig sets.
+	CtxguardConfig string
 	// Sessions are transcript files or folders (default
 	// DefaultSessions(Root)); SessionID picks a session by ID prefix
 	// (default: see NewSource).
@@ -320,7 +324,11 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	defer pt.Stop()
 	cfgPath := filepath.Join(tmp, "ctxguard.yaml")
-	if err := os.WriteFile(cfgPath, []byte(ctxguardConfig), 0o600); err != nil {
+	cfg := ctxguardConfig
+	if opt.CtxguardConfig != "" {
+		cfg += "# --ctxguard-config\n" + opt.CtxguardConfig + "\n"
+	}
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
 	ct, err := procs.Start(Ctxguard, ctBin, append(slices.Clip(env), opt.CtxguardEnv...), "serve", "--config", cfgPath, "--listen", "127.0.0.1:0",
@@ -356,7 +364,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			info.IdleRSS = rss
 		}
 		if p == ct {
-			info.Config, info.Env = ctxguardConfig, opt.CtxguardEnv
+			info.Config, info.Env = cfg, opt.CtxguardEnv
 			rep.Ctxguard = info
 		} else {
 			rep.Passthrough = info
