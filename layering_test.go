@@ -15,12 +15,12 @@ var protocolPackages = []string{
 
 // TestLayering keeps the request path's layers protocol-neutral, as
 // Tailscale's deptest does: no package under pass/, pipeline/,
-// conversation/, proxy/ (or protocol/, the seam itself) depends, even
+// conversation/, proxy/, dashboard/ (or protocol/, the seam itself) depends, even
 // indirectly, on a protocol adapter. They know protocols only through
 // package protocol and conversation.Dialect.
 func TestLayering(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{join .Deps \" \"}}",
-		"./pass/...", "./pipeline/...", "./conversation/...", "./proxy/...", "./protocol/...", "./splice/...").CombinedOutput()
+		"./pass/...", "./pipeline/...", "./conversation/...", "./proxy/...", "./protocol/...", "./splice/...", "./dashboard/...").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
@@ -47,7 +47,7 @@ func TestLayering(t *testing.T) {
 // neutral reports whether pkg is one of the layers that must not know a
 // protocol.
 func neutral(pkg string) bool {
-	for _, dir := range []string{"pass", "pipeline", "conversation", "proxy", "protocol", "splice"} {
+	for _, dir := range []string{"pass", "pipeline", "conversation", "proxy", "protocol", "splice", "dashboard"} {
 		p := "github.com/ctxguard/ctxguard/" + dir
 		if pkg == p || strings.HasPrefix(pkg, p+"/") {
 			return true

@@ -2,27 +2,22 @@ package replay
 
 import (
 	"github.com/ctxguard/ctxguard/internal/stub"
+	"github.com/ctxguard/ctxguard/replay/chart"
 
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 )
 
 // Charts. The picture a user looks at first: per session, the prompt size
-// of every request (x: request number, y: estimated prompt tokens), the
-// original stream as a grey line, what ctxguard sent as a blue line, the
-// tokens saved shaded between them, each edit event as a red dashed
-// vertical line and each client compaction as a grey dotted one. The
-// title line of a panel gives the session's ratios.
+// of every request, original and sent, with edit events and client
+// compactions marked, as package chart draws it (the dashboard draws the
+// same). The title line of a panel gives the session's ratios.
 //
-// The SVG is written by hand (no dependency): fixed-size panels, plain
-// shapes, text in the system sans-serif font. PNG is not written, since
-// text in a raster image would need a font library; any SVG renderer
-// converts the file (rsvg-convert, a browser).
+// PNG is not written, since text in a raster image would need a font
+// library; any SVG renderer converts the file (rsvg-convert, a browser).
 
 // ChartMaxPanels is how many sessions one chart file shows: the largest
 // (by original tokens) first, drawn wide, then the next ones two a row.
@@ -34,15 +29,6 @@ const (
 	bigHeight   = 380
 	smallHeight = 250
 	gap         = 20
-	colOrig     = "#6b7280"
-	colSent     = "#2563eb"
-	colSaved    = "#bfdbfe"
-	colEvent    = "#dc2626"
-	colReset    = "#9ca3af"
-	colGrid     = "#e5e7eb"
-	colText     = "#111827"
-	colMuted    = "#4b5563"
-	fontFamily  = "system-ui, -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif"
 )
 
 // WriteCharts writes the report's charts to path: path ending in ".svg"
@@ -108,6 +94,7 @@ func chartSessions(r *Report) ([]*SessionReport, int) {
 // ChartSVG renders the report's largest sessions as one SVG.
 func ChartSVG(r *Report) []byte {
 	ss, left := chartSessions(r)
+
 	inner := chartWidth - 2*chartMargin
 	half := (inner - gap) / 2
 	top := 96
@@ -120,251 +107,46 @@ func ChartSVG(r *Report) []byte {
 		h += rows * (smallHeight + gap)
 	}
 	h += 24
-	var b svg
-	b.open(chartWidth, h)
+	b := chart.New(chartWidth, h, chart.Light)
+	th := b.Theme()
 	t := r.Total
-	b.text(chartMargin, 32, 20, "600", colText, "start", "ctxguard replay: prompt tokens per request, original vs sent")
-	b.text(chartMargin, 56, 13, "400", colMuted, "start", fmt.Sprintf(
+	b.Text(chartMargin, 32, 20, "600", th.Text, "start", "ctxguard replay: prompt tokens per request, original vs sent")
+	b.Text(chartMargin, 56, 13, "400", th.Muted, "start", fmt.Sprintf(
 		"%s, %s requests · tokens ×%s · cache-aware cost ×%s (breakpoints ×%s) · %s · %s instead of %s",
 		plural(len(r.Sessions), "session"), stub.Commas(t.Requests), ratio(t.TokenRatio), ratio(t.CostRatio), ratio(t.BPCostRatio), plural(t.Events, "edit event"), usd(t.SentUSD), usd(t.OrigUSD)))
-	legend(&b, chartMargin, 80)
+	b.Legend(chartMargin, 80)
 	y := top
 	for i, s := range ss {
 		switch {
 		case i == 0:
-			panel(&b, chartMargin, y, inner, bigHeight, s)
+			b.Panel(chartMargin, y, inner, bigHeight, chartSession(s))
 			y += bigHeight + gap
 		default:
 			col := (i - 1) % 2
-			panel(&b, chartMargin+col*(half+gap), y, half, smallHeight, s)
+			b.Panel(chartMargin+col*(half+gap), y, half, smallHeight, chartSession(s))
 			if col == 1 || i == len(ss)-1 {
 				y += smallHeight + gap
 			}
 		}
 	}
 	if left > 0 {
-		b.text(chartMargin, h-10, 12, "400", colMuted, "start", fmt.Sprintf("%d smaller sessions not shown; --chart DIR/ draws one chart per session", left))
+		b.Text(chartMargin, h-10, 12, "400", th.Muted, "start", fmt.Sprintf("%d smaller sessions not shown; --chart DIR/ draws one chart per session", left))
 	}
-	b.close()
-	return b.bytes()
+	return b.Bytes()
 }
 
-// SessionSVG renders one session as its own SVG.
-func SessionSVG(s *SessionReport) []byte {
-	var b svg
-	w, h := 1000, 440
-	b.open(w, h+40)
-	legend(&b, chartMargin, 24)
-	panel(&b, chartMargin, 36, w-2*chartMargin, h-16, s)
-	b.close()
-	return b.bytes()
-}
+// SessionSVG renders one session as its own SVG, in the Light theme.
+func SessionSVG(s *SessionReport) []byte { return chart.SessionSVG(chartSession(s), chart.Light) }
 
-// legend draws the key from x on the baseline y.
-func legend(b *svg, x, y int) {
-	items := []struct {
-		label, color, dash string
-		width              float64
-	}{
-		{"original", colOrig, "", 2},
-		{"sent by ctxguard", colSent, "", 2.5},
-		{"edit event", colEvent, "5 3", 1.5},
-		{"client compaction", colReset, "2 3", 1.5},
-	}
-	// Text widths are approximated (7 px a character at 12 px).
-	cx := x
-	for _, it := range items {
-		b.line(float64(cx), float64(y-4), float64(cx+22), float64(y-4), it.color, it.width, it.dash)
-		b.text(cx+28, y, 12, "400", colMuted, "start", it.label)
-		cx += 28 + 7*len(it.label) + 16
-	}
-}
-
-// panel draws one session's chart in the box (x, y, w, h).
-func panel(b *svg, x, y, w, h int, s *SessionReport) {
-	b.rect(x, y, w, h, "#ffffff", "#d1d5db")
-	title := s.Name
-	if s.Model != "" {
-		title += " · " + strings.TrimPrefix(s.Model, "claude-")
-	}
-	title += " · " + plural(len(s.PerRequest), "request")
-	b.text(x+12, y+20, 14, "600", colText, "start", title)
-	sub := fmt.Sprintf("tokens ×%s · cost ×%s (bp ×%s) · peak %s → %s · %s",
-		ratio(s.TokenRatio), ratio(s.CostRatio), ratio(s.BPCostRatio), human(s.PeakOrig), human(s.PeakSent), plural(s.Events, "edit event"))
-	if s.Invalid > 0 {
-		sub += fmt.Sprintf(" · %d INVALID", s.Invalid)
-	}
-	b.text(x+12, y+38, 12, "400", colMuted, "start", sub)
-
-	// Plot area.
-	px, py := float64(x+58), float64(y+52)
-	pw, ph := float64(w-58-16), float64(h-52-34)
-	n := len(s.PerRequest)
-	ymax := 0
+// chartSession is what a chart shows of s.
+func chartSession(s *SessionReport) *chart.Session {
+	c := &chart.Session{Name: s.Name, Model: s.Model, TokenRatio: s.TokenRatio, CostRatio: s.CostRatio, BPCostRatio: s.BPCostRatio,
+		PeakOrig: s.PeakOrig, PeakSent: s.PeakSent, Events: s.Events, Invalid: s.Invalid}
 	for _, q := range s.PerRequest {
-		ymax = max(ymax, q.OrigTokens, q.SentTokens)
+		c.Requests = append(c.Requests, chart.Request{Orig: q.OrigTokens, Sent: q.SentTokens, Event: q.Event, Reset: q.Reset, Invalid: q.Invalid})
 	}
-	step := niceStep(float64(ymax), 5)
-	top := math.Max(step, math.Ceil(float64(ymax)/step)*step)
-	yv := func(v int) float64 { return py + ph - ph*float64(v)/top }
-	xv := func(i int) float64 {
-		if n <= 1 {
-			return px + pw/2
-		}
-		return px + pw*float64(i)/float64(n-1)
-	}
-	// Grid and y labels.
-	for v := 0.0; v <= top+step/2; v += step {
-		yy := py + ph - ph*v/top
-		b.line(px, yy, px+pw, yy, colGrid, 1, "")
-		b.text(int(px)-6, int(yy)+4, 11, "400", colMuted, "end", axisLabel(v))
-	}
-	// x ticks: request numbers, 1-based: the first, then every xstep.
-	xstep := int(math.Max(1, niceStep(float64(n), 8)))
-	ticks := []int{1}
-	for v := xstep; v <= n; v += xstep {
-		if v > 1 {
-			ticks = append(ticks, v)
-		}
-	}
-	for _, i := range ticks {
-		xx := xv(i - 1)
-		b.line(xx, py+ph, xx, py+ph+4, colMuted, 1, "")
-		b.text(int(xx), int(py+ph)+17, 11, "400", colMuted, "middle", strconv.Itoa(i))
-	}
-	b.line(px, py+ph, px+pw, py+ph, colMuted, 1, "")
-	b.line(px, py, px, py+ph, colMuted, 1, "")
-	b.text(int(px+pw/2), int(py+ph)+31, 11, "400", colMuted, "middle", "request")
-	b.vtext(x+14, int(py+ph/2), 11, colMuted, "prompt tokens")
-
-	// Savings area, lines, markers.
-	if n > 1 {
-		var area []string
-		for i, q := range s.PerRequest {
-			area = append(area, pt(xv(i), yv(q.OrigTokens)))
-		}
-		for i := n - 1; i >= 0; i-- {
-			area = append(area, pt(xv(i), yv(s.PerRequest[i].SentTokens)))
-		}
-		b.polygon(area, colSaved, 0.6)
-	}
-	for i, q := range s.PerRequest {
-		if q.Reset {
-			b.marker("compaction", xv(i), py, py+ph, colReset, "2 3")
-		}
-	}
-	for i, q := range s.PerRequest {
-		if q.Event {
-			b.marker("event", xv(i), py, py+ph, colEvent, "5 3")
-		}
-	}
-	orig := make([]string, n)
-	sent := make([]string, n)
-	for i, q := range s.PerRequest {
-		orig[i] = pt(xv(i), yv(q.OrigTokens))
-		sent[i] = pt(xv(i), yv(q.SentTokens))
-	}
-	b.polyline("original", orig, colOrig, 2)
-	b.polyline("sent", sent, colSent, 2.5)
-	if n == 1 {
-		b.dot(xv(0), yv(s.PerRequest[0].OrigTokens), colOrig)
-		b.dot(xv(0), yv(s.PerRequest[0].SentTokens), colSent)
-	}
-	for i, q := range s.PerRequest {
-		if q.Invalid != "" {
-			b.text(int(xv(i)), int(yv(q.SentTokens))-6, 14, "700", colEvent, "middle", "×")
-		}
-	}
-}
-
-// niceStep returns a round step (1, 2 or 5 times a power of ten) that
-// divides span into about n intervals.
-func niceStep(span float64, n int) float64 {
-	if span <= 0 {
-		return 1
-	}
-	raw := span / float64(n)
-	p := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= raw {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-// axisLabel formats a token count on the y axis: 0, 500, 5K, 2.5K, 1.5M.
-func axisLabel(v float64) string {
-	switch {
-	case v >= 1e6:
-		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
-	case v >= 1000:
-		return strconv.FormatFloat(v/1000, 'f', -1, 64) + "K"
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
-}
-
-func pt(x, y float64) string { return num(x) + "," + num(y) }
-
-func num(v float64) string { return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) }
-
-// svg accumulates an SVG document.
-type svg struct{ sb strings.Builder }
-
-func (s *svg) bytes() []byte { return []byte(s.sb.String()) }
-
-func (s *svg) open(w, h int) {
-	fmt.Fprintf(&s.sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">`+"\n", w, h, w, h, fontFamily)
-	fmt.Fprintf(&s.sb, `<rect width="%d" height="%d" fill="#f9fafb"/>`+"\n", w, h)
-}
-
-func (s *svg) close() { s.sb.WriteString("</svg>\n") }
-
-func (s *svg) rect(x, y, w, h int, fill, stroke string) {
-	fmt.Fprintf(&s.sb, `<rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="%s" stroke="%s"/>`+"\n", x, y, w, h, fill, stroke)
-}
-
-func (s *svg) line(x1, y1, x2, y2 float64, color string, width float64, dash string) {
-	d := ""
-	if dash != "" {
-		d = ` stroke-dasharray="` + dash + `"`
-	}
-	fmt.Fprintf(&s.sb, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="%s"%s/>`+"\n", num(x1), num(y1), num(x2), num(y2), color, num(width), d)
-}
-
-// marker is a vertical line for an event of the given class.
-func (s *svg) marker(class string, x, y1, y2 float64, color, dash string) {
-	fmt.Fprintf(&s.sb, `<line class="%s" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1.5" stroke-dasharray="%s"/>`+"\n", class, num(x), num(y1), num(x), num(y2), color, dash)
-}
-
-func (s *svg) polyline(class string, pts []string, color string, width float64) {
-	fmt.Fprintf(&s.sb, `<polyline class="%s" points="%s" fill="none" stroke="%s" stroke-width="%s" stroke-linejoin="round"/>`+"\n", class, strings.Join(pts, " "), color, num(width))
-}
-
-func (s *svg) polygon(pts []string, fill string, opacity float64) {
-	fmt.Fprintf(&s.sb, `<polygon class="saved" points="%s" fill="%s" fill-opacity="%s" stroke="none"/>`+"\n", strings.Join(pts, " "), fill, num(opacity))
-}
-
-func (s *svg) dot(x, y float64, color string) {
-	fmt.Fprintf(&s.sb, `<circle cx="%s" cy="%s" r="3.5" fill="%s"/>`+"\n", num(x), num(y), color)
-}
-
-func (s *svg) text(x, y, size int, weight, color, anchor, t string) {
-	fmt.Fprintf(&s.sb, `<text x="%d" y="%d" font-size="%d" font-weight="%s" fill="%s" text-anchor="%s">%s</text>`+"\n", x, y, size, weight, color, anchor, esc(t))
-}
-
-func (s *svg) vtext(x, y, size int, color, t string) {
-	fmt.Fprintf(&s.sb, `<text x="%d" y="%d" font-size="%d" fill="%s" text-anchor="middle" transform="rotate(-90 %d %d)">%s</text>`+"\n", x, y, size, color, x, y, esc(t))
-}
-
-func esc(t string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(t)
+	return c
 }
 
 // plural returns "1 request", "2 requests".
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return strconv.Itoa(n) + " " + what + "s"
-}
+func plural(n int, what string) string { return chart.Plural(n, what) }

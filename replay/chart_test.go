@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ctxguard/ctxguard/replay/chart"
 )
 
 // svgShape is what the structural checks read from a chart.
@@ -178,19 +182,27 @@ func TestWriteCharts(t *testing.T) {
 	}
 }
 
-func TestNiceStep(t *testing.T) {
-	for _, tc := range []struct {
-		span float64
-		n    int
-		want float64
-	}{{162_000, 5, 50_000}, {100_000, 5, 20_000}, {320, 8, 50}, {11, 8, 2}, {3, 8, 0.5}, {0, 5, 1}} {
-		if got := niceStep(tc.span, tc.n); got != tc.want {
-			t.Errorf("niceStep(%v, %d) = %v, want %v", tc.span, tc.n, got, tc.want)
+// SessionSVG draws in the Light theme; another theme changes only the
+// colors: the same elements, none of Light's colors that Dark replaces.
+func TestSessionSVGTheme(t *testing.T) {
+	r := fixtureReport(t)
+	s := &r.Sessions[0]
+	light, dark := SessionSVG(s), chart.SessionSVG(chartSession(s), chart.Dark)
+	pl, pd := parseSVG(t, light), parseSVG(t, dark)
+	if diff := cmp.Diff(pl.markers, pd.markers); diff != "" {
+		t.Errorf("markers differ (-light +dark):\n%s", diff)
+	}
+	if diff := cmp.Diff(pl.polylines, pd.polylines); diff != "" {
+		t.Errorf("lines differ (-light +dark):\n%s", diff)
+	}
+	for _, c := range []string{chart.Dark.Background, chart.Dark.Panel, chart.Dark.Sent, chart.Dark.Event, chart.Dark.Text} {
+		if !bytes.Contains(dark, []byte(`"`+c+`"`)) {
+			t.Errorf("dark chart lacks %s", c)
 		}
 	}
-	for v, want := range map[float64]string{0: "0", 500: "500", 5000: "5K", 2500: "2.5K", 1_500_000: "1.5M"} {
-		if got := axisLabel(v); got != want {
-			t.Errorf("axisLabel(%v) = %q, want %q", v, got, want)
+	for _, c := range []string{chart.Light.Background, chart.Light.Panel, chart.Light.Sent, chart.Light.Event, chart.Light.Text} {
+		if bytes.Contains(dark, []byte(`"`+c+`"`)) {
+			t.Errorf("dark chart uses the light color %s", c)
 		}
 	}
 }

@@ -2,11 +2,11 @@ package replay
 
 import (
 	"github.com/ctxguard/ctxguard/internal/stub"
+	"github.com/ctxguard/ctxguard/replay/chart"
 
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -597,7 +597,7 @@ func firstLine(s string) string {
 	return s
 }
 
-func ratio(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+func ratio(x float64) string { return chart.Ratio(x) }
 
 func quotes(q QuoteStats) string {
 	if q.Quotes == 0 {
@@ -607,20 +607,7 @@ func quotes(q QuoteStats) string {
 }
 
 // human formats a token count compactly: 950, 12K, 1.2M.
-func human(n int) string {
-	a := math.Abs(float64(n))
-	switch {
-	case a < 1000:
-		return strconv.Itoa(n)
-	case a < 10_000:
-		return strconv.FormatFloat(float64(n)/1000, 'f', 1, 64) + "K"
-	case a < 1_000_000:
-		return strconv.Itoa(int(math.Round(float64(n)/1000))) + "K"
-	case a < 10_000_000:
-		return strconv.FormatFloat(float64(n)/1e6, 'f', 2, 64) + "M"
-	}
-	return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + "M"
-}
+func human(n int) string { return chart.Tokens(n) }
 
 func usd(x float64) string {
 	switch {

@@ -21,6 +21,7 @@ package replay
 
 import (
 	"github.com/ctxguard/ctxguard/internal/prompt"
+	pricing "github.com/ctxguard/ctxguard/replay/price"
 	"github.com/ctxguard/ctxguard/tokens"
 
 	"bytes"
@@ -288,7 +289,7 @@ type Options struct {
 
 // SummaryOutputWeight is what an output token costs in input tokens when
 // no price says (the list prices of the small models are 5x to 8x).
-const SummaryOutputWeight = 5
+const SummaryOutputWeight = pricing.SummaryOutputWeight
 
 // CacheModel is how a provider bills a prompt's cached prefix, in
 // multiples of the model's base input price.

@@ -41,6 +41,9 @@ type record struct {
 
 // Record is what a stored compaction record says, for reports.
 type Record struct {
+	// Text is the summary message's text as sent (a note on what was
+	// compacted and where the originals are, then the summary).
+	Text                      string
 	Messages                  int
 	Tokens                    int
 	Model                     string
@@ -59,7 +62,7 @@ func ReadRecord(st store.Store, key string) (Record, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return Record{}, fmt.Errorf("compact: record %s: %w", key, err)
 	}
-	return Record{Messages: r.Messages, Tokens: r.Tokens, Model: r.Model, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, Extractive: r.Extractive}, nil
+	return Record{Text: r.Text, Messages: r.Messages, Tokens: r.Tokens, Model: r.Model, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, Extractive: r.Extractive}, nil
 }
 
 // newRecord renders the record of a span's summary: the originals of the

@@ -1,0 +1,483 @@
+//go:build browser
+
+package browser
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	"github.com/ctxguard/ctxguard"
+	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
+	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/dashboard"
+	"github.com/ctxguard/ctxguard/model"
+)
+
+// The client's credentials: recognisable, so that the test can show
+// they reach no page and no API answer.
+const (
+	apiKey      = "sk-ant-api03-DASHBOARD-BROWSER-TEST-KEY-7f3e9c"
+	bearerToken = "DASHBOARD-BROWSER-TEST-BEARER-51d2a0"
+	sessionID   = "browser-session"
+	sessionKey  = "h:" + sessionID
+	evilID      = `<img src=x onerror="window.pwned=1">`
+)
+
+// sent is what the proxy said about one request of the session.
+type sent struct {
+	before, after int
+	event         bool
+}
+
+func TestDashboard(t *testing.T) {
+	chromium := findChromium(t)
+	artifacts := os.Getenv("CTXGUARD_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	}
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	up := anthropictest.NewServer(anthropictest.Options{})
+	defer up.Close()
+	base := start(t, up.URL)
+
+	// The session: each request the history so far plus one tool call and
+	// its result; the first result is large, so the clear pass clears it
+	// once the prompt passes clear.trigger (an edit event).
+	results := make([]string, 7)
+	var got []sent
+	for k := range results {
+		results[k] = fmt.Sprintf("RESULT-%d ", k) + strings.Repeat(fmt.Sprintf("line %d of file %d\n", k, k), map[bool]int{true: 1200, false: 90}[k == 0])
+		h := post(t, base, sessionID, messages(results[:k+1]))
+		got = append(got, sent{atoi(t, h.Get("X-Ctxguard-Tokens-Before")), atoi(t, h.Get("X-Ctxguard-Tokens-After")), h.Get("X-Ctxguard-Edit-Event") == "1"})
+	}
+	post(t, base, evilID, messages(results[:1]))
+	eventAt := slices.IndexFunc(got, func(s sent) bool { return s.event })
+	if eventAt < 0 {
+		t.Fatalf("no request of the session had an edit event: %+v", got)
+	}
+	t.Logf("session: %+v; first event at request %d", got, eventAt+1)
+	// The body the upstream got for the event request names the blobs.
+	upBodies := up.MessagesRequests()
+	if len(upBodies) != len(results)+1 {
+		t.Fatalf("the upstream got %d requests, want %d", len(upBodies), len(results)+1)
+	}
+	wantBlobs := blobIDs(upBodies[eventAt].Body)
+	if len(wantBlobs) == 0 {
+		t.Fatalf("the event request's body names no blob:\n%.2000s", upBodies[eventAt].Body)
+	}
+
+	ctx := browser(t, chromium)
+	var texts []string // every page's HTML and text, for the key check
+
+	// 1. The overview lists the session with the proxy's figures.
+	run(t, ctx, "open the overview", chromedp.Navigate(base+"/ctxguard/"), loaded())
+	row := fmt.Sprintf(`tr[data-session=%q]`, sessionKey)
+	last := got[len(got)-1]
+	saved := 0
+	for _, s := range got {
+		saved += s.before - s.after
+	}
+	for field, want := range map[string]int{"last_before": last.before, "last_after": last.after, "tokens_saved": saved, "requests": len(got)} {
+		v := get(t, ctx, "read "+field, chromedp.AttributeValue(chromedp.CSS(row+` td[data-field=`+field+`]`), "data-value")).Value
+		if v != strconv.Itoa(want) {
+			t.Errorf("overview %s = %s, want %d (from the proxy's headers)", field, v, want)
+		}
+	}
+	// The hostile session key is shown as text, not run.
+	evilShown := get(t, ctx, "check escaping", chromedp.Evaluate[bool](fmt.Sprintf(
+		`[...document.querySelectorAll("td.key a")].some(a => a.textContent === %q) && document.querySelectorAll('img[src="x"]').length === 0`, "h:"+evilID)))
+	pwned := get(t, ctx, "check the script did not run", chromedp.Evaluate[bool](`window.pwned === 1`))
+	if !evilShown || pwned {
+		t.Errorf("the hostile session key: shown as text %v, ran %v", evilShown, pwned)
+	}
+	texts = append(texts, page(t, ctx))
+	shots(t, ctx, artifacts, "overview")
+
+	// 2. The session page: the chart marks the event at its request.
+	run(t, ctx, "follow the session link", chromedp.Click(chromedp.CSS(row+` td.key a`)), loaded(),
+		chromedp.WaitVisible(chromedp.CSS(`#chart`)))
+	src := get(t, ctx, "chart", chromedp.AttributeValue(chromedp.CSS(`#chart`), "src")).Value
+	if !get(t, ctx, "chart drawn", chromedp.Poll[bool](`document.getElementById("chart").complete && document.getElementById("chart").naturalWidth > 0`, chromedp.WithPollingTimeout(20*time.Second))) {
+		t.Error("the chart image did not load")
+	}
+	svg := fetch(t, base+src, http.StatusOK)
+	n, events, _, err := dashboard.ChartMarks([]byte(svg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(got) || !slices.Contains(events, eventAt+1) {
+		t.Errorf("chart: %d requests, events at %v; want %d requests, an event at %d", n, events, len(got), eventAt+1)
+	}
+	for i, s := range got {
+		if s.event != slices.Contains(events, i+1) {
+			t.Errorf("request %d: event %v, chart marks it %v", i+1, s.event, !s.event)
+		}
+	}
+	texts = append(texts, page(t, ctx), svg)
+	shots(t, ctx, artifacts, "session")
+	if os.Getenv("CTXGUARD_DOCS_SCREENSHOT") == "1" {
+		docsShot(t, ctx)
+	}
+
+	// 3. The event request's page: the stubs with their blobs.
+	var detail dashboard.SessionDetail
+	if err := json.Unmarshal([]byte(fetch(t, base+"/ctxguard/api/session/"+sessionKey, http.StatusOK)), &detail); err != nil {
+		t.Fatal(err)
+	}
+	seq := detail.Points[eventAt].Seq
+	run(t, ctx, "follow the request link", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-seq="%d"] a`, seq))), loaded(),
+		chromedp.WaitVisible(chromedp.CSS(`tr.stub`)))
+	stubs := get(t, ctx, "read the stubs", chromedp.Evaluate[[]struct{ Blob, Href string }](
+		`[...document.querySelectorAll("tr.stub")].map(r => ({blob: r.dataset.blob, href: r.querySelector("a.blob").getAttribute("href")}))`))
+	var ids []string
+	for _, s := range stubs {
+		ids = append(ids, s.Blob)
+		if s.Href != "/ctxguard/v1/blobs/"+s.Blob {
+			t.Errorf("blob %s links to %q", s.Blob, s.Href)
+		}
+		content := fetch(t, base+s.Href, http.StatusOK)
+		if !slices.Contains(results, content) {
+			t.Errorf("blob %s holds %.80q, no tool result of the session", s.Blob, content)
+		}
+	}
+	slices.Sort(ids)
+	if !slices.Equal(ids, wantBlobs) {
+		t.Errorf("request page shows blobs %v; the body sent names %v", ids, wantBlobs)
+	}
+	texts = append(texts, page(t, ctx))
+	shots(t, ctx, artifacts, "request")
+
+	// 4. The configuration page.
+	run(t, ctx, "open the configuration", chromedp.Navigate(base+"/ctxguard/config"), loaded(), chromedp.WaitVisible(chromedp.CSS(`#yaml`)))
+	texts = append(texts, page(t, ctx))
+	shots(t, ctx, artifacts, "config")
+
+	// 5. The client's credentials are nowhere.
+	for _, p := range []string{"/ctxguard/api/overview", "/ctxguard/api/session/" + sessionKey, "/ctxguard/api/request/" + strconv.FormatUint(seq, 10), "/ctxguard/api/config"} {
+		texts = append(texts, fetch(t, base+p, http.StatusOK))
+	}
+	for i, s := range texts {
+		if strings.Contains(s, apiKey) || strings.Contains(s, bearerToken) {
+			t.Errorf("text %d holds the client's credentials", i)
+		}
+	}
+	t.Logf("screenshots in %s", artifacts)
+}
+
+// testConfig makes the clear pass clear the session's old results
+// within a few requests (and leaves them to it alone).
+func testConfig(t *testing.T, upstream string) config.Config {
+	cfg := config.Defaults()
+	cfg.DataDir = t.TempDir()
+	cfg.Upstreams = config.Upstreams{Anthropic: upstream, OpenAI: upstream}
+	cfg.Compress.Enabled = false
+	cfg.Persist.Threshold = 1 << 20
+	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
+	cfg.Clear.Payback = 0
+	return cfg
+}
+
+// start runs ctxguard in front of upstream and returns its base URL: the
+// real `ctxguard serve` when the Guard mounts the dashboard itself (its
+// local endpoints answer /ctxguard/api/overview), else the Guard's proxy
+// in process with the dashboard mounted beside it as serve would.
+func start(t *testing.T, upstream string) string {
+	cfg := testConfig(t, upstream)
+	g, err := ctxguard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := httptest.NewRequest("GET", "/ctxguard/api/overview", nil)
+	probe.RemoteAddr, probe.Host = "127.0.0.1:1", "127.0.0.1"
+	w := httptest.NewRecorder()
+	g.Local().ServeHTTP(w, probe)
+	if w.Code == http.StatusOK {
+		return startServe(t, cfg)
+	}
+	t.Logf("the Guard does not serve the dashboard (GET /ctxguard/api/overview: %d): mounting it in process", w.Code)
+	return startInProcess(t, g, cfg)
+}
+
+// startServe builds ctxguard and runs `ctxguard serve` with cfg on a free
+// loopback port.
+func startServe(t *testing.T, cfg config.Config) string {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "ctxguard")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/ctxguard").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	y, err := cfg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "ctxguard.yaml")
+	logPath := filepath.Join(dir, "serve.log")
+	if err := os.WriteFile(file, y, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--config", file)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	listening := regexp.MustCompile(`listening on http://(\S+?)"`)
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b, _ := os.ReadFile(logPath)
+		if m := listening.FindSubmatch(b); m != nil {
+			t.Logf("ctxguard serve on %s", m[1])
+			return "http://" + string(m[1])
+		}
+		select {
+		case <-exited:
+			t.Fatalf("ctxguard serve exited:\n%s", b)
+		case <-deadline.C:
+			t.Fatalf("ctxguard serve did not listen within a minute:\n%s", b)
+		case <-tick.C:
+		}
+	}
+}
+
+// startInProcess serves g's proxy with the dashboard subscribed to g's
+// records and mounted under /ctxguard/ beside the Guard's /ctxguard/v1/
+// endpoints, as serve mounts it.
+func startInProcess(t *testing.T, g *ctxguard.Guard, cfg config.Config) string {
+	p, err := g.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dashboard.New(dashboard.Options{
+		Sessions: cfg.Dashboard.Sessions, Requests: cfg.Dashboard.Requests,
+		Config:  func() []byte { b, _ := cfg.YAML(); return b },
+		Model:   model.Lookup,
+		BlobURL: func(id string) string { return "/ctxguard/v1/blobs/" + id },
+	})
+	t.Cleanup(g.Records().Subscribe(d))
+	mux := http.NewServeMux()
+	mux.Handle("/", p)
+	mux.Handle("/ctxguard/v1/", p)
+	mux.Handle("/ctxguard/", d.Handler())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// messages is a Messages request of a session whose tool calls returned
+// results, in order.
+func messages(results []string) []byte {
+	type block map[string]any
+	msgs := []map[string]any{{"role": "user", "content": "Look at the files and fix the bug."}}
+	for i, r := range results {
+		id := fmt.Sprintf("toolu_%02d", i)
+		msgs = append(msgs,
+			map[string]any{"role": "assistant", "content": []block{{"type": "tool_use", "id": id, "name": "Read", "input": block{"file_path": fmt.Sprintf("/src/file%d.go", i)}}}},
+			map[string]any{"role": "user", "content": []block{{"type": "tool_result", "tool_use_id": id, "content": r}}})
+	}
+	b, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 1024, "stream": true,
+		"system": "You are a coding agent.", "messages": msgs,
+		"tools": []block{{"name": "Read", "description": "Read a file", "input_schema": block{"type": "object"}}}})
+	return b
+}
+
+// post sends one request of session id with the client's credentials and
+// reads its answer; it returns the answer's headers.
+func post(t *testing.T, base, id string, body []byte) http.Header {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/messages", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("x-api-key", apiKey)
+	req.Header.Set("Authorization", "Bearer "+bearerToken)
+	req.Header.Set("User-Agent", "claude-cli/2.0.0 (external, cli)")
+	req.Header.Set("X-Claude-Code-Session-Id", id)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("POST: %d %v %s", res.StatusCode, err, b)
+	}
+	return res.Header
+}
+
+func fetch(t *testing.T, url string, code int) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != code {
+		t.Fatalf("GET %s: %d %v %.300s", url, res.StatusCode, err, b)
+	}
+	return string(b)
+}
+
+var blobRef = regexp.MustCompile(`(?:blob |/blobs/)([a-z]{13})\b`)
+
+// blobIDs returns the distinct blob ids a body names, sorted.
+func blobIDs(body []byte) []string {
+	var ids []string
+	for _, m := range blobRef.FindAllSubmatch(body, -1) {
+		ids = append(ids, string(m[1]))
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("header %q: %v", s, err)
+	}
+	return n
+}
+
+// findChromium returns Chromium's path; without one the test skips, or
+// fails under CI or CTXGUARD_BROWSER.
+func findChromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if ci := os.Getenv("CI"); (ci != "" && ci != "0" && ci != "false") || os.Getenv("CTXGUARD_BROWSER") != "" {
+		t.Fatal("chromium is not installed (apt-get install chromium); the browser test must run here")
+	}
+	t.Skip("chromium is not installed; set CTXGUARD_BROWSER=1 to make this a failure")
+	return ""
+}
+
+// browser starts headless Chromium for the test, with a fresh profile and
+// nothing that reaches out to the network by itself.
+func browser(t *testing.T, path string) context.Context {
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(path),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1000),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("hide-scrollbars", true),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	// This bounds the whole browser session; every step has its own
+	// deadline besides (run, get).
+	tctx, cancelT := context.WithTimeout(actx, 4*time.Minute)
+	ctx, cancelB := chromedp.NewContext(tctx)
+	t.Cleanup(func() { cancelB(); cancelT(); cancelA() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// run runs steps within a minute.
+func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	get(t, ctx, what, chromedp.Steps(steps...))
+}
+
+// get runs an action within a minute and returns its value.
+func get[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	v, err := chromedp.Run(c, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// loaded waits until the page's script has drawn it once.
+func loaded() chromedp.Action[chromedp.Void] {
+	return chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="1"]`))
+}
+
+// page returns the page's HTML and its visible text.
+func page(t *testing.T, ctx context.Context) string {
+	return get(t, ctx, "read the page", chromedp.OuterHTML(chromedp.CSS("html"))) + "\n" +
+		get(t, ctx, "read the text", chromedp.Evaluate[string](`document.body.innerText`))
+}
+
+// scheme emulates the system's color scheme.
+func scheme(s string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia,
+			emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: s}}})
+		return err
+	})
+}
+
+// shots saves the page in the light and the dark scheme.
+func shots(t *testing.T, ctx context.Context, dir, name string) {
+	for _, s := range []string{"light", "dark"} {
+		run(t, ctx, "switch to "+s, scheme(s), chromedp.Reload(), loaded())
+		png := get(t, ctx, "screenshot "+name+" "+s, chromedp.FullScreenshot(100))
+		if err := os.WriteFile(filepath.Join(dir, name+"-"+s+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, ctx, "back to light", scheme("light"), chromedp.Reload(), loaded())
+}
+
+// docsShot saves the page (the session's), as the README shows it, in
+// docs/.
+func docsShot(t *testing.T, ctx context.Context) {
+	png := get(t, ctx, "screenshot for the README", chromedp.FullScreenshot(100))
+	if err := os.WriteFile(filepath.Join("..", "..", "docs", "dashboard.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
