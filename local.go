@@ -11,7 +11,9 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/dashboard"
 	"github.com/ctxguard/ctxguard/metrics"
+	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
 )
@@ -156,5 +158,22 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 		m := metrics.New()
 		g.bus.Subscribe(m)
 		handle("GET /metrics", serve(m.Handler()))
+	}
+	if g.cfg.Dashboard.Enabled {
+		d := dashboard.New(dashboard.Options{
+			Now:        g.now,
+			ShowBodies: g.cfg.Dashboard.ShowBodies || g.cfg.Log.DumpBodies,
+			Sessions:   g.cfg.Dashboard.Sessions,
+			Requests:   g.cfg.Dashboard.Requests,
+			Config:     func() []byte { b, _ := g.cfg.YAML(); return b },
+			Model:      g.models.Lookup,
+			Summary: func(key string) (string, error) {
+				r, err := compact.ReadRecord(g.store, key)
+				return r.Text, err
+			},
+			BlobURL: func(id string) string { return "/ctxguard/v1/blobs/" + id },
+		})
+		g.bus.Subscribe(d)
+		d.Register(handle)
 	}
 }

@@ -4,13 +4,13 @@ import (
 	"cmp"
 	"embed"
 	"encoding/json"
-	"errors"
 	"io/fs"
 	"net/http"
 	"slices"
 	"strconv"
 	"time"
 
+	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/record"
 	"github.com/ctxguard/ctxguard/replay/price"
 )
@@ -46,8 +46,28 @@ func (d *Dashboard) Handler() http.Handler {
 	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			if err := h(w, r); err != nil {
-				writeError(w, err)
+				protocol.Write(r.Context(), w, nil, nil, err)
 			}
+		})
+	}
+	d.Register(handle)
+	handle("/ctxguard/", func(w http.ResponseWriter, _ *http.Request) error {
+		securityHeaders(w.Header())
+		return errNotFound
+	})
+	return mux
+}
+
+// Register adds the dashboard's pages and API (see Handler) to a server
+// through handle, which serves pattern (http.ServeMux syntax) with h and
+// renders the errors h returns (protocol.Write: a JSON body whose
+// error.message the pages show). Only the dashboard's own paths are
+// registered; what else lives under /ctxguard/ is the caller's.
+func (d *Dashboard) Register(handle func(pattern string, h func(http.ResponseWriter, *http.Request) error)) {
+	reg := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
+		handle(pattern, func(w http.ResponseWriter, r *http.Request) error {
+			securityHeaders(w.Header())
+			return h(w, r)
 		})
 	}
 	static, _ := fs.Sub(ui, "ui")
@@ -60,86 +80,61 @@ func (d *Dashboard) Handler() http.Handler {
 	}
 	// One page: the script draws the one its path names.
 	for _, p := range []string{"GET /ctxguard/{$}", "GET /ctxguard/session", "GET /ctxguard/request", "GET /ctxguard/config"} {
-		handle(p, page("page.html"))
+		reg(p, page("page.html"))
 	}
-	handle("GET /ctxguard/static/{file}", func(w http.ResponseWriter, r *http.Request) error {
+	reg("GET /ctxguard/static/{file}", func(w http.ResponseWriter, r *http.Request) error {
 		f := r.PathValue("file")
 		if f != "app.js" && f != "app.css" {
 			return errNotFound
 		}
 		return page(f)(w, r)
 	})
-	handle("GET /ctxguard/api/overview", d.serveJSON(func(r *http.Request) (any, error) { return d.Overview(), nil }))
-	handle("GET /ctxguard/api/session/{key}", d.serveJSON(func(r *http.Request) (any, error) {
+	reg("GET /ctxguard/api/overview", d.serveJSON(func(r *http.Request) (any, error) { return d.Overview(), nil }))
+	reg("GET /ctxguard/api/session/{key}", d.serveJSON(func(r *http.Request) (any, error) {
 		v, ok := d.Session(r.PathValue("key"))
 		if !ok {
 			return nil, errNoSession
 		}
 		return v, nil
 	}))
-	handle("GET /ctxguard/api/session/{key}/chart.svg", d.serveChart)
-	handle("GET /ctxguard/api/request/{seq}", d.serveJSON(func(r *http.Request) (any, error) {
+	reg("GET /ctxguard/api/session/{key}/chart.svg", d.serveChart)
+	reg("GET /ctxguard/api/request/{seq}", d.serveJSON(func(r *http.Request) (any, error) {
 		seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
 		if err != nil {
-			return nil, &httpError{http.StatusBadRequest, "the request number must be a positive integer"}
+			return nil, protocol.Errorf(http.StatusBadRequest, protocol.InvalidRequest, nil, "the request number must be a positive integer")
 		}
 		return d.Request(seq)
 	}))
-	handle("GET /ctxguard/api/config", d.serveJSON(func(r *http.Request) (any, error) { return d.ConfigView(), nil }))
-	handle("GET /ctxguard/api/events", d.serveEvents)
-	handle("/ctxguard/", func(w http.ResponseWriter, r *http.Request) error {
+	reg("GET /ctxguard/api/config", d.serveJSON(func(r *http.Request) (any, error) { return d.ConfigView(), nil }))
+	reg("GET /ctxguard/api/events", d.serveEvents)
+	reg("/ctxguard/api/", func(w http.ResponseWriter, r *http.Request) error {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			return &httpError{http.StatusMethodNotAllowed, "the dashboard is read-only"}
+			return &protocol.Error{Status: http.StatusMethodNotAllowed, Kind: protocol.InvalidRequest,
+				Message: "the dashboard is read-only", Header: http.Header{"Allow": {"GET, HEAD"}}}
 		}
 		return errNotFound
 	})
-	return securityHeaders(mux)
 }
 
 // csp allows the page's own script, styles, images and API, nothing
 // inline and no framing.
 const csp = "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-func securityHeaders(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hd := w.Header()
-		hd.Set("Content-Security-Policy", csp)
-		hd.Set("X-Content-Type-Options", "nosniff")
-		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Referrer-Policy", "no-referrer")
-		h.ServeHTTP(w, r)
-	})
+// securityHeaders sets the headers every answer of the dashboard
+// carries; pages and assets replace Cache-Control.
+func securityHeaders(hd http.Header) {
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Security-Policy", csp)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "no-referrer")
 }
-
-// httpError is an error with the status it is answered with; its message
-// is shown to the user.
-type httpError struct {
-	code int
-	msg  string
-}
-
-func (e *httpError) Error() string { return e.msg }
 
 var (
-	errNotFound  = &httpError{http.StatusNotFound, "no such dashboard page"}
-	errNoSession = &httpError{http.StatusNotFound, "no such session (it may have been evicted: dashboard.sessions caps them)"}
-	errBusy      = &httpError{http.StatusServiceUnavailable, "too many live event streams; poll /ctxguard/api/overview instead"}
+	errNotFound  = protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "no such dashboard page")
+	errNoSession = protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "no such session (it may have been evicted: dashboard.sessions caps them)")
+	errBusy      = protocol.Errorf(http.StatusServiceUnavailable, protocol.Overloaded, nil, "too many live event streams; poll /ctxguard/api/overview instead")
 )
-
-// writeError renders err, the one place errors are answered.
-func writeError(w http.ResponseWriter, err error) {
-	code, msg := http.StatusInternalServerError, "internal error"
-	var he *httpError
-	if errors.As(err, &he) {
-		code, msg = he.code, he.msg
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
-}
 
 func (d *Dashboard) serveJSON(f func(*http.Request) (any, error)) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
@@ -354,7 +349,7 @@ func (d *Dashboard) Request(seq uint64) (*RequestDetail, error) {
 	}
 	d.mu.Unlock()
 	if x == nil {
-		return nil, &httpError{http.StatusNotFound, "request " + strconv.FormatUint(seq, 10) + " is not kept (the dashboard keeps the last " + strconv.Itoa(RecentRecords) + " in full)"}
+		return nil, protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "request %d is not kept (the dashboard keeps the last %d in full)", seq, RecentRecords)
 	}
 	v := &RequestDetail{Seq: x.Seq, Start: x.Start, Session: sessionKey(x.Session), Protocol: x.Protocol, Route: x.Route, Path: x.Path,
 		Client: x.Client, Model: x.Model, ModelID: x.ModelID, Window: x.Window, MaxOutput: x.MaxOutput,

@@ -435,8 +435,8 @@ func getJSON(t *testing.T, h http.Handler, path string, code int, v any) {
 		t.Fatalf("GET %s: %d, want %d: %s", path, w.Code, code, w.Body)
 	}
 	if v == nil {
-		var e struct{ Error string }
-		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error == "" {
+		var e struct{ Error struct{ Message, ID string } }
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Message == "" || e.Error.ID == "" {
 			t.Errorf("GET %s: error body %q", path, w.Body)
 		}
 		return

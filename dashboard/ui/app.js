@@ -85,7 +85,7 @@ async function get(url) {
   try {
     const r = await fetch(url, { signal: ctl.signal, cache: "no-store" });
     const body = await r.json();
-    if (!r.ok) throw new Error(body.error || r.statusText);
+    if (!r.ok) throw new Error((body.error && body.error.message) || r.statusText);
     return body;
   } finally {
     clearTimeout(timer);
