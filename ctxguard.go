@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -652,6 +653,14 @@ func extendsPrev(prev, c *conversation.Conversation, stable int) bool {
 	if n == 0 || len(c.Messages) <= n {
 		return false
 	}
+	if n == 1 {
+		// Nothing before the last message to compare: the request must
+		// start as prev did (system prompt and the first message's text),
+		// or any longer request would pass for prev's continuation (a
+		// subagent's first request sharing the session's header).
+		return prev.Messages[0].Role == c.Messages[0].Role &&
+			bytes.Equal(prev.Bytes(prev.System), c.Bytes(c.System)) && sameText(prev, c, 0)
+	}
 	if stable > 0 && stable >= n-1 {
 		return true
 	}
@@ -661,6 +670,24 @@ func extendsPrev(prev, c *conversation.Conversation, stable int) bool {
 		}
 	}
 	return prev.Messages[n-1].Role == c.Messages[n-1].Role
+}
+
+// sameText reports whether message mi of a and b holds the same text
+// blocks, decoded (a client may re-encode the message, a string as a list
+// of blocks).
+func sameText(a, b *conversation.Conversation, mi int) bool {
+	var ta, tb []string
+	for _, x := range []struct {
+		c   *conversation.Conversation
+		out *[]string
+	}{{a, &ta}, {b, &tb}} {
+		for _, bl := range x.c.Messages[mi].Blocks {
+			if bl.Kind == conversation.Text {
+				*x.out = append(*x.out, x.c.String(bl.Text))
+			}
+		}
+	}
+	return slices.Equal(ta, tb)
 }
 
 // recordSignatures attributes the signed blocks (thinking.Signed: thinking

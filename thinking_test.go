@@ -7,6 +7,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/store"
 )
@@ -92,5 +93,45 @@ func TestThinkingGuardResponses(t *testing.T) {
 			`{"type":"reasoning","summary":[],"encrypted_content":"gAAAA-`+string(rune('A'+k))+`"}`,
 			`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"answer"}]}`,
 			`{"type":"message","role":"user","content":[{"type":"input_text","text":"go on"}]}`)
+	}
+}
+
+// TestExtendsPrev: a request continues its session's previous one only
+// when it repeats its messages; a previous request of one message (a
+// subagent's first, under the session's header) is continued only by a
+// request that starts as it did, re-encoded or not.
+func TestExtendsPrev(t *testing.T) {
+	body := func(system, first string, more ...string) *conversation.Conversation {
+		msgs := []string{first}
+		msgs = append(msgs, more...)
+		c, err := anthropic.Parse([]byte(`{"model":"m","system":"` + system + `","messages":[` + strings.Join(msgs, ",") + `]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	const (
+		u1     = `{"role":"user","content":"list the files"}`
+		u1list = `{"role":"user","content":[{"type":"text","text":"list the files"}]}`
+		u2     = `{"role":"user","content":"something else"}`
+		a1     = `{"role":"assistant","content":[{"type":"text","text":"ok"}]}`
+		u3     = `{"role":"user","content":"next"}`
+	)
+	for _, tc := range []struct {
+		name       string
+		prev, next *conversation.Conversation
+		want       bool
+	}{
+		{"one message, continued", body("s", u1), body("s", u1, a1, u3), true},
+		{"one message, re-encoded", body("s", u1), body("s", u1list, a1, u3), true},
+		{"one message, another session", body("s", u1), body("s", u2, a1, u3), false},
+		{"one message, another system prompt", body("s", u1), body("t", u1, a1, u3), false},
+		{"longer, continued", body("s", u1, a1, u3), body("s", u1, a1, u3, a1, u3), true},
+		{"longer, another first message", body("s", u1, a1, u3), body("s", u2, a1, u3, a1, u3), false},
+		{"not longer", body("s", u1, a1, u3), body("s", u1, a1, u3), false},
+	} {
+		if got := extendsPrev(tc.prev, tc.next, 0); got != tc.want {
+			t.Errorf("%s: extendsPrev = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
