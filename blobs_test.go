@@ -294,3 +294,33 @@ func TestGuardNotWritable(t *testing.T) {
 		t.Error("Persistent() false with a writable data dir")
 	}
 }
+
+// TestPublicURL: with public_url set, stubs name the blob endpoint there,
+// so two instances listening on different addresses send the same bytes.
+func TestPublicURL(t *testing.T) {
+	session := blobSession(t, 5)
+	var sent [2][][]byte
+	for i, listen := range []string{"127.0.0.1:18787", "127.0.0.1:28787"} {
+		cfg := blobConfig()
+		cfg.Listen, cfg.PublicURL = listen, "https://ctxguard.team.example"
+		g := newGuard(t, cfg, WithStore(store.NewMemory()))
+		for _, b := range session {
+			sent[i] = append(sent[i], g.RewriteBody(context.Background(), anthropic.Protocol, nil, b).Body)
+		}
+	}
+	named := 0
+	for k := range session {
+		if !bytes.Equal(sent[0][k], sent[1][k]) {
+			t.Fatalf("request %d: the instances sent other bytes", k)
+		}
+		if bytes.Contains(sent[0][k], []byte("https://ctxguard.team.example/ctxguard/v1/blobs/")) {
+			named++
+		}
+		if bytes.Contains(sent[0][k], []byte("8787")) {
+			t.Fatalf("request %d names a listen address", k)
+		}
+	}
+	if named == 0 {
+		t.Fatal("no stub named the public URL: the test checks nothing")
+	}
+}

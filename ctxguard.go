@@ -199,7 +199,10 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 		}
 	}
 	g.blobs = &store.Blobs{Store: g.store, TTL: cfg.BlobTTL, Now: g.now}
-	if cfg.Local.Access != "off" {
+	switch {
+	case cfg.PublicURL != "":
+		g.blobs.BaseURL = cfg.PublicURL
+	case cfg.Local.Access != "off":
 		g.blobs.BaseURL = "http://" + config.LocalAddr(cfg.Listen)
 	}
 	if g.summarizer == nil && (cfg.Compact.Enabled || cfg.Digest.Enabled) && cfg.Compact.Summarizer.Mode != "none" {

@@ -26,6 +26,8 @@ import (
 //	GET /ctxguard/v1/sessions     per-session statistics, as JSON
 //	/ctxguard/                    the dashboard (dashboard.enabled)
 //	GET /metrics                  Prometheus metrics (metrics.enabled)
+//	GET /healthz                  200 while the process serves
+//	GET /readyz                   200 when the store answers, else 503
 //
 // The dashboard and the metrics subscribe to the records (Records) when
 // Local is first called; a Guard used only in process pays for neither.
@@ -53,6 +55,20 @@ func (g *Guard) local() http.Handler {
 			}
 		})
 	}
+	// The probes answer anyone: a load balancer's probe comes from
+	// elsewhere and carries no token, and they tell only up or down.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := g.ready(); err != nil {
+			protocol.Write(r.Context(), w, g.log, anthropic.Protocol, err)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ready\n")
+	})
 	handle("GET /ctxguard/v1/blobs/{id}", g.serveBlob)
 	handle("GET /ctxguard/v1/stats", g.serveStats)
 	g.mountObservers(handle)
@@ -64,6 +80,18 @@ func (g *Guard) local() http.Handler {
 		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "no such ctxguard endpoint")
 	})
 	return mux
+}
+
+// readyProbe is the record /readyz reads: the store must answer, found or
+// not.
+const readyProbe = "probe/ready"
+
+// ready reports whether the Guard can serve: its store answers.
+func (g *Guard) ready() error {
+	if _, err := g.store.Get(readyProbe); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return protocol.Errorf(http.StatusServiceUnavailable, protocol.Overloaded, err, "ctxguard: the store does not answer")
+	}
+	return nil
 }
 
 // localAccess applies local.access and local.hosts to every /ctxguard/

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/record"
+	"github.com/ctxguard/ctxguard/store"
 )
 
 // recorder keeps every published record.
@@ -338,5 +340,60 @@ func TestMiddlewareRecords(t *testing.T) {
 			x.Outcome != record.Rewritten || x.BytesResp != int64(len(got)) || x.BytesIn != int64(len(body)) || x.BytesOut >= x.BytesIn {
 			t.Errorf("stream %v: %d records, last %+v (answer %d bytes)", stream, len(recs), x, len(got))
 		}
+	}
+}
+
+// brokenStore is a store whose reads fail (a shared store that is down).
+type brokenStore struct{ *store.Memory }
+
+func (brokenStore) Get(string) ([]byte, error) { return nil, errors.New("connection refused") }
+
+// TestProbes: /healthz answers while the process serves, /readyz when the
+// store answers; both without the auth token and from any client, and
+// neither is forwarded upstream.
+func TestProbes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		st    store.Store
+		ready int
+	}{
+		{"dir store", nil, 200},
+		{"store down", brokenStore{store.NewMemory()}, 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := anthropictest.NewServer(anthropictest.Options{})
+			t.Cleanup(up.Close)
+			cfg := config.Defaults()
+			cfg.Upstreams = config.Upstreams{Anthropic: up.URL, OpenAI: up.URL}
+			cfg.AuthToken = "a-token-of-enough-length"
+			var opts []Option
+			if tc.st != nil {
+				opts = append(opts, WithStore(tc.st))
+			}
+			g := newGuard(t, cfg, opts...)
+			h, err := g.Handler()
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(h)
+			t.Cleanup(srv.Close)
+			for path, want := range map[string]int{"/healthz": 200, "/readyz": tc.ready, "/ctxguard/v1/stats": 401} {
+				res, err := http.Get(srv.URL + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.StatusCode != want {
+					t.Errorf("GET %s: %d %s, want %d", path, res.StatusCode, b, want)
+				}
+				if res.StatusCode == 503 && (!strings.Contains(string(b), "store does not answer") || strings.Contains(string(b), "connection refused")) {
+					t.Errorf("GET %s: %s: want the safe message, not the detail", path, b)
+				}
+			}
+			if n := len(up.Requests()); n != 0 {
+				t.Errorf("the upstream got %d requests", n)
+			}
+		})
 	}
 }

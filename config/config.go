@@ -41,6 +41,13 @@ type Config struct {
 	// address. At least 16 characters. Also CTXGUARD_AUTH_TOKEN.
 	// Printed redacted.
 	AuthToken string `yaml:"auth_token"`
+	// PublicURL is the base URL clients reach ctxguard at, as the stubs
+	// that replace removed content name it ("https://ctxguard.team.example"
+	// behind a load balancer). Default: none, and stubs name the local
+	// address, http://<listen>. Set it when several instances serve one
+	// store, so that a stub's text does not depend on which instance
+	// wrote it. http(s), no query, no fragment, no trailing slash.
+	PublicURL string `yaml:"public_url"`
 	// Upstreams are the model APIs' base URLs, by protocol family.
 	// Credentials in them are redacted wherever ctxguard prints them.
 	Upstreams Upstreams `yaml:"upstreams"`
@@ -441,6 +448,11 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("auth_token: %d characters; use at least %d", len(c.AuthToken), minTokenLen))
 	case strings.ContainsAny(c.AuthToken, "\r\n\x00"):
 		errs = append(errs, errors.New("auth_token: holds a line break or NUL; it must fit in an HTTP header"))
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || !httpURL(c.PublicURL) || u.RawQuery != "" || u.Fragment != "" || u.User != nil || strings.HasSuffix(c.PublicURL, "/") {
+			errs = append(errs, fmt.Errorf("public_url: %q must be an http(s) URL without credentials, query, fragment or trailing slash", RedactURL(c.PublicURL)))
+		}
 	}
 	for name, u := range map[string]string{"upstreams.anthropic": c.Upstreams.Anthropic, "upstreams.openai": c.Upstreams.OpenAI} {
 		if !httpURL(u) {

@@ -63,6 +63,11 @@ func TestDecode(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	good := Defaults()
+	good.PublicURL = "https://ctxguard.team.example/gw"
+	if err := good.Validate(); err != nil {
+		t.Errorf("public_url with a path: %v", err)
+	}
 	for _, tc := range []struct {
 		mutate func(*Config)
 		want   string
@@ -78,6 +83,11 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Clear.KeepUses = -1 }, "clear: keep_uses"},
 		{func(c *Config) { c.Persist.Preview = -1 }, "persist: preview"},
 		{func(c *Config) { c.Compress.Cap.MaxChars = -1 }, "compress:"},
+		{func(c *Config) { c.Dashboard.Sessions = 0 }, "dashboard.sessions"},
+		{func(c *Config) { c.PublicURL = "ctxguard.example" }, "public_url"},
+		{func(c *Config) { c.PublicURL = "https://ctxguard.example/" }, "public_url"},
+		{func(c *Config) { c.PublicURL = "https://u:secret@ctxguard.example" }, "public_url"},
+		{func(c *Config) { c.PublicURL = "https://ctxguard.example?x=1" }, "public_url"},
 	} {
 		c := Defaults()
 		tc.mutate(&c)

@@ -15,8 +15,8 @@
 // returns is sent upstream with a correct Content-Length. Everything
 // else — count_tokens, models, unknown paths, another method or content
 // type — is streamed through untouched, without being buffered. Paths
-// under /ctxguard/, and /metrics, are never forwarded: they go to
-// Options.Extra.
+// under /ctxguard/, /metrics and the probes /healthz and /readyz are
+// never forwarded: they go to Options.Extra.
 // WebSocket upgrades are refused with 426 Upgrade Required, so that
 // clients that try them (Codex) fall back to HTTP, where ctxguard sees
 // the whole history.
@@ -92,7 +92,8 @@
 // is answered without waiting for it.
 //
 // Access: with Options.AuthToken set, every request, /ctxguard/ paths
-// included, must carry it in X-Ctxguard-Token (401 otherwise). That
+// included, must carry it in X-Ctxguard-Token (401 otherwise); only the
+// health probes are served without it. That
 // header is never forwarded upstream, nor logged.
 //
 // Errors: ctxguard's own failures (body over the limit, too slow or too
@@ -286,8 +287,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Rewriter rewrites Messages bodies. Default: none (pure proxy).
 	Rewriter Rewriter
-	// Extra serves every path under /ctxguard/, and /metrics (never
-	// forwarded: no model API has them). Default: 404 for those paths.
+	// Extra serves every path under /ctxguard/, /metrics and the health
+	// probes /healthz and /readyz (never forwarded: no model API has
+	// them; the probes need no AuthToken). Default: 404 for those paths.
 	Extra http.Handler
 	// Record, if set, receives the record of every exchange that took the
 	// rewrite path (a rewritable request: see Protocol.Rewritable),
@@ -534,7 +536,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else if len(p.protos) > 0 {
 		x.proto = p.protos[0]
 	}
-	err := p.authorize(r)
+	var err error
+	if !isProbe(r.URL.Path) {
+		err = p.authorize(r)
+	}
 	if err == nil && local {
 		if p.extra != nil {
 			p.extra.ServeHTTP(w, r)
@@ -576,10 +581,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // isLocal reports whether path is one of ctxguard's own (Options.Extra):
-// under /ctxguard/, or /metrics.
+// under /ctxguard/, /metrics, or a probe.
 func isLocal(path string) bool {
-	return strings.HasPrefix(path, "/ctxguard/") || path == "/metrics"
+	return strings.HasPrefix(path, "/ctxguard/") || path == "/metrics" || isProbe(path)
 }
+
+// isProbe reports whether path is a health probe (/healthz, /readyz):
+// served without the auth token, since a load balancer's probe carries
+// none and the answer tells nothing but up or down.
+func isProbe(path string) bool { return path == "/healthz" || path == "/readyz" }
 
 // dispatch finds the request's route, protocol and upstream.
 func (p *Proxy) dispatch(r *http.Request, x *exchange) {
