@@ -343,13 +343,7 @@ func (d *Dashboard) price(id string) (price.Price, bool) {
 }
 
 // spent is what the API billed for a prompt, by its usage.
-func spent(p price.Price, u protocol.Usage) float64 {
-	in, w, r := p.Input, p.CacheWrite, p.CacheRead
-	if l := p.Long; l != nil && u.PromptTokens() > l.Above {
-		in, w, r = l.Input, l.CacheWrite, l.CacheRead
-	}
-	return (float64(u.Input)*in + float64(u.CacheWrite)*w + float64(u.CacheRead)*r) / 1e6
-}
+func spent(p price.Price, u protocol.Usage) float64 { return p.Bill(u.Input, u.CacheWrite, u.CacheRead) }
 
 // saved prices the tokens not sent at the cache-read rate (the package
 // doc says why), the long-prompt rate applying to a prompt above its

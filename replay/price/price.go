@@ -68,12 +68,18 @@ func (p Price) OutputPrice() float64 {
 
 // Cost returns the USD cost of a prompt of prompt tokens of which read
 // are cache reads and the rest cache writes.
-func (p Price) Cost(prompt, read int) float64 {
-	w, r := p.CacheWrite, p.CacheRead
-	if p.Long != nil && prompt > p.Long.Above {
-		w, r = p.Long.CacheWrite, p.Long.CacheRead
+func (p Price) Cost(prompt, read int) float64 { return p.Bill(0, prompt-read, read) }
+
+// Bill returns the USD cost of a prompt the API billed as input tokens
+// at the input rate, write at the cache-write rate and read at the
+// cache-read rate: the long-prompt rates when the prompt (their sum) is
+// over Long.Above.
+func (p Price) Bill(input, write, read int) float64 {
+	in, w, r := p.Input, p.CacheWrite, p.CacheRead
+	if l := p.Long; l != nil && input+write+read > l.Above {
+		in, w, r = l.Input, l.CacheWrite, l.CacheRead
 	}
-	return (float64(read)*r + float64(prompt-read)*w) / 1e6
+	return (float64(input)*in + float64(write)*w + float64(read)*r) / 1e6
 }
 
 // Table maps model ids (canonical, see model.Canonical) to prices.
