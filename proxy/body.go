@@ -176,6 +176,7 @@ func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange)
 	if coding != "" {
 		if !ok {
 			p.log.LogAttrs(r.Context(), slog.LevelDebug, "request content coding not decoded; forwarding untouched", slog.String("coding", coding))
+			x.skipped = "content coding"
 			setBody(out, x, orig)
 			return nil
 		}
@@ -191,6 +192,7 @@ func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange)
 			}
 			p.log.LogAttrs(r.Context(), slog.LevelWarn, "request body could not be decoded; forwarding untouched",
 				slog.String("coding", coding), slog.String("error", err.Error()))
+			x.skipped = "undecodable body"
 			setBody(out, x, orig)
 			return nil
 		}
@@ -206,7 +208,6 @@ func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange)
 		return nil
 	}
 	oc := p.rewrite(r, x, body)
-	oc.called = true
 	x.rewrite = time.Since(x.start) - x.read
 	x.outcome = oc
 	if oc.Release != nil {
@@ -241,7 +242,8 @@ func (p *Proxy) prepareMessages(r *http.Request, out *http.Request, x *exchange)
 func (p *Proxy) skipOverloaded(r *http.Request, out *http.Request, x *exchange, orig []byte, reason string) {
 	p.log.LogAttrs(r.Context(), slog.LevelWarn, "buffered-bytes cap reached; forwarding the body untouched",
 		slog.String("path", r.URL.Path), slog.String("reason", reason), slog.Int64("max_buffered", p.mem.max))
-	x.outcome = Outcome{RespHeader: http.Header{"X-Ctxguard-Skipped": {"overloaded"}}}
+	x.skipped = "overloaded"
+	x.outcome = Outcome{RespHeader: http.Header{"X-Ctxguard-Skipped": {x.skipped}}}
 	setBody(out, x, orig)
 }
 

@@ -192,8 +192,6 @@ type Outcome struct {
 	// proxy calls it at most once per request and never retries a
 	// request whose answer has started to reach the client.
 	Recover func(ctx context.Context, o protocol.Overflow) (body []byte, release func(), ok bool)
-
-	called bool // the Rewriter ran (set by the proxy)
 }
 
 // Timeouts bound the proxy's waits on the client and on the upstream. A
@@ -506,6 +504,7 @@ type exchange struct {
 	rewrite     time.Duration // decoding and rewriting
 	firstByte   time.Duration // from start until the upstream's answer headers
 	recovered   bool          // retried compacted after an overflow
+	skipped     string        // why the Rewriter did not see the body, or ""
 	usage       *protocol.Usage
 	outcome     Outcome
 	errID       string      // the ID of the error rendered to the client
@@ -682,11 +681,11 @@ func (p *Proxy) logExchange(r *http.Request, x *exchange, err error) {
 // fresh one) with what the proxy saw and hands it to Options.Record.
 func (p *Proxy) publish(r *http.Request, x *exchange, err error) {
 	rec := x.outcome.Record
-	if rec == nil {
+	switch {
+	case x.skipped != "":
+		rec = &record.Exchange{Outcome: record.Bypassed, Skipped: x.skipped} // the Rewriter never saw it
+	case rec == nil:
 		rec = &record.Exchange{Outcome: record.Unchanged}
-		if !x.outcome.called {
-			rec.Outcome = record.Bypassed // the Rewriter never saw it
-		}
 	}
 	rec.Start = x.start
 	if rec.Protocol == "" && x.proto != nil {
@@ -702,9 +701,6 @@ func (p *Proxy) publish(r *http.Request, x *exchange, err error) {
 	rec.BytesIn, rec.BytesOut, rec.BytesResp = x.inBytes, x.outBytes, x.respBytes
 	if x.recovered {
 		rec.Outcome = record.Recovered
-	}
-	if s := x.outcome.RespHeader.Get("X-Ctxguard-Skipped"); s != "" && rec.Skipped == "" {
-		rec.Skipped = s
 	}
 	if err != nil {
 		rec.Error = err.Error()
