@@ -493,22 +493,29 @@ func (g *Guard) newRecord(proto protocol.Protocol, h http.Header, res *Result) *
 	if g.cfg.Dashboard.ShowBodies || g.cfg.Log.DumpBodies {
 		x.Bodies = &record.Bodies{Before: bytes.Clone(res.original), After: bytes.Clone(res.Body)}
 	}
+	g.calibrate(x)
 	return x
 }
 
-// publish completes a record with the calibrated token figures and hands
-// it to the observers.
+// calibrate sets a record's calibrated token figures from its estimates,
+// through the calibration learned so far; publish replaces them with the
+// API's count when the answer reports usage.
+func (g *Guard) calibrate(x *record.Exchange) {
+	x.CalibratedBefore, x.CalibratedAfter = x.TokensBefore, x.TokensAfter
+	if x.ModelID != "" {
+		x.CalibratedBefore = g.calib.Adjust(x.ModelID, x.TokensBefore)
+		x.CalibratedAfter = g.calib.Adjust(x.ModelID, x.TokensAfter)
+	}
+}
+
+// publish completes a record with the API's count of the prompt, when
+// the answer reported usage, and hands it to the observers.
 func (g *Guard) publish(x *record.Exchange) {
 	if x.Usage != nil && x.Status/100 == 2 && x.TokensAfter > 0 {
 		// The API counted the prompt it got; the one the client sent is
 		// scaled by the same ratio.
 		x.CalibratedAfter = x.Usage.PromptTokens()
 		x.CalibratedBefore = int(int64(x.TokensBefore) * int64(x.CalibratedAfter) / int64(x.TokensAfter))
-	} else if x.ModelID != "" {
-		x.CalibratedBefore = g.calib.Adjust(x.ModelID, x.TokensBefore)
-		x.CalibratedAfter = g.calib.Adjust(x.ModelID, x.TokensAfter)
-	} else {
-		x.CalibratedBefore, x.CalibratedAfter = x.TokensBefore, x.TokensAfter
 	}
 	g.bus.Publish(x)
 }
@@ -723,14 +730,8 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	hdr := http.Header{}
 	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(res.TokensBefore))
 	hdr.Set("X-Ctxguard-Tokens-After", strconv.Itoa(res.TokensAfter))
-	var applied []string
-	for _, p := range res.Passes {
-		if p.Edits > 0 {
-			applied = append(applied, p.Name)
-		}
-	}
 	if res.Changed {
-		hdr.Set("X-Ctxguard-Passes", strings.Join(applied, ","))
+		hdr.Set("X-Ctxguard-Passes", strings.Join(rec.Applied(), ","))
 	}
 	if res.Event {
 		hdr.Set("X-Ctxguard-Edit-Event", "1")
@@ -744,7 +745,7 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 		hdr.Set("X-Ctxguard-Error-Id", res.ID)
 	}
 	if res.Skipped == "" || res.Skipped == "dry run" {
-		hdr.Set("X-Ctxguard-Tokens-Calibrated", strconv.Itoa(g.calib.Adjust(res.Model.ID, res.TokensAfter)))
+		hdr.Set("X-Ctxguard-Tokens-Calibrated", strconv.Itoa(rec.CalibratedAfter))
 	}
 	out := proxy.Outcome{Body: res.Body, AddHeader: res.Headers, RespHeader: hdr, Record: rec}
 	if res.Changed {

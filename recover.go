@@ -39,6 +39,7 @@ func (g *Guard) recoverer(proto protocol.Protocol, h http.Header, body []byte, r
 			return nil, nil, false
 		}
 		rec.TokensAfter, rec.Passes, rec.Notes, rec.Stubs = r.TokensAfter, r.Passes, r.Notes, r.Stubs
+		g.calibrate(rec)
 		rec.Event = rec.Event || r.Event
 		if rec.Bodies != nil {
 			rec.Bodies.After = bytes.Clone(r.Body)
