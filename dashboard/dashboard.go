@@ -343,7 +343,9 @@ func (d *Dashboard) price(id string) (price.Price, bool) {
 }
 
 // spent is what the API billed for a prompt, by its usage.
-func spent(p price.Price, u protocol.Usage) float64 { return p.Bill(u.Input, u.CacheWrite, u.CacheRead) }
+func spent(p price.Price, u protocol.Usage) float64 {
+	return p.Bill(u.Input, u.CacheWrite, u.CacheRead)
+}
 
 // saved prices the tokens not sent at the cache-read rate (the package
 // doc says why), the long-prompt rate applying to a prompt above its
