@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -654,50 +653,54 @@ func stubs(edits []splice.Edit) []record.Stub {
 }
 
 // extendsPrev reports whether c continues prev, the previous request of
-// its session: every message of prev but its last (which the client may
-// re-encode) is in c, byte for byte, and c has more. stable is what the
-// incremental parse found; when the model or another early member
-// changed length, the offsets moved and the messages are compared.
+// its session: c has more messages, starts with prev's system prompt,
+// holds every message of prev but its last byte for byte, and the last
+// (which the client may re-encode, a string as a list of blocks, a cache
+// marker moved) with the same role and text. stable is what the
+// incremental parse found: when it covers those messages, the bytes were
+// compared already; when the model or another early member changed
+// length, the offsets moved and the messages are compared.
 func extendsPrev(prev, c *conversation.Conversation, stable int) bool {
 	n := len(prev.Messages)
 	if n == 0 || len(c.Messages) <= n {
 		return false
 	}
-	if n == 1 {
-		// Nothing before the last message to compare: the request must
-		// start as prev did (system prompt and the first message's text),
-		// or any longer request would pass for prev's continuation (a
-		// subagent's first request sharing the session's header).
-		return prev.Messages[0].Role == c.Messages[0].Role &&
-			bytes.Equal(prev.Bytes(prev.System), c.Bytes(c.System)) && sameText(prev, c, 0)
-	}
 	if stable > 0 && stable >= n-1 {
 		return true
+	}
+	if !bytes.Equal(prev.Bytes(prev.System), c.Bytes(c.System)) {
+		return false
 	}
 	for i := 0; i < n-1; i++ {
 		if !bytes.Equal(prev.Bytes(prev.Messages[i].Span), c.Bytes(c.Messages[i].Span)) {
 			return false
 		}
 	}
-	return prev.Messages[n-1].Role == c.Messages[n-1].Role
+	return prev.Messages[n-1].Role == c.Messages[n-1].Role && sameText(prev, c, n-1)
 }
 
 // sameText reports whether message mi of a and b holds the same text
-// blocks, decoded (a client may re-encode the message, a string as a list
-// of blocks).
+// blocks. It compares their string literals, which a client's
+// re-encoding of the message does not change (session.Key's prefix hash
+// relies on the same).
 func sameText(a, b *conversation.Conversation, mi int) bool {
-	var ta, tb []string
-	for _, x := range []struct {
-		c   *conversation.Conversation
-		out *[]string
-	}{{a, &ta}, {b, &tb}} {
-		for _, bl := range x.c.Messages[mi].Blocks {
-			if bl.Kind == conversation.Text {
-				*x.out = append(*x.out, x.c.String(bl.Text))
-			}
+	ab, bb := a.Messages[mi].Blocks, b.Messages[mi].Blocks
+	i, j := 0, 0
+	for {
+		for i < len(ab) && ab[i].Kind != conversation.Text {
+			i++
 		}
+		for j < len(bb) && bb[j].Kind != conversation.Text {
+			j++
+		}
+		if i == len(ab) || j == len(bb) {
+			return i == len(ab) && j == len(bb)
+		}
+		if !bytes.Equal(a.Bytes(ab[i].Text), b.Bytes(bb[j].Text)) {
+			return false
+		}
+		i, j = i+1, j+1
 	}
-	return slices.Equal(ta, tb)
 }
 
 // recordSignatures attributes the signed blocks (thinking.Signed: thinking

@@ -128,9 +128,12 @@ func TestExtendsPrev(t *testing.T) {
 		{"one message, another system prompt", body("s", u1), body("t", u1, a1, u3), false},
 		{"longer, continued", body("s", u1, a1, u3), body("s", u1, a1, u3, a1, u3), true},
 		{"longer, another first message", body("s", u1, a1, u3), body("s", u2, a1, u3, a1, u3), false},
+		{"longer, the last re-encoded", body("s", u1, a1, u3), body("s", u1, a1, `{"role":"user","content":[{"type":"text","text":"next","cache_control":{"type":"ephemeral"}}]}`, a1, u3), true},
+		{"longer, another last message", body("s", u1, a1, u3), body("s", u1, a1, u2, a1, u3), false},
+		{"longer, another system prompt", body("s", u1, a1, u3), body("t", u1, a1, u3, a1, u3), false},
 		{"not longer", body("s", u1, a1, u3), body("s", u1, a1, u3), false},
 	} {
-		if got := extendsPrev(tc.prev, tc.next, 0); got != tc.want {
+		if got := extendsPrev(tc.prev, tc.next, 0); got != tc.want { // 0: compare, as when offsets moved
 			t.Errorf("%s: extendsPrev = %v, want %v", tc.name, got, tc.want)
 		}
 	}
