@@ -629,11 +629,18 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 }
 
 // stubs turns the edits that name blobs into the record's stubs (at most
-// record.MaxStubs): one per blob, the edit's sizes on its first.
+// record.MaxStubs): one per blob, the edit's sizes and head on its first.
+// The heads are copied into one allocation: they are decoded only when
+// someone looks (record.Stub.Text).
 func stubs(edits []splice.Edit) []record.Stub {
 	if len(edits) == 0 {
 		return nil
 	}
+	size := 0
+	for _, e := range edits {
+		size += min(len(e.Repl), record.StubHeadMax)
+	}
+	heads := make([]byte, 0, size)
 	out := make([]record.Stub, 0, min(len(edits), record.MaxStubs))
 	for _, e := range edits {
 		first := true
@@ -643,7 +650,9 @@ func stubs(edits []splice.Edit) []record.Stub {
 			}
 			st := record.Stub{Blob: id}
 			if first {
-				st.Bytes, st.Sent, st.Text = e.Span.Len(), len(e.Repl), record.StubText(e.Repl)
+				at := len(heads)
+				heads = append(heads, e.Repl[:min(len(e.Repl), record.StubHeadMax)]...)
+				st.Bytes, st.Sent, st.Head = e.Span.Len(), len(e.Repl), heads[at:len(heads):len(heads)]
 				first = false
 			}
 			out = append(out, st)

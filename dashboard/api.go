@@ -309,7 +309,8 @@ type RequestDetail struct {
 // StubView is a stub with the link to its blob.
 type StubView struct {
 	record.Stub
-	URL string `json:"url,omitempty"`
+	Text string `json:"text,omitempty"` // its head, decoded
+	URL  string `json:"url,omitempty"`
 }
 
 // UsageView is the usage the API reported.
@@ -360,7 +361,7 @@ func (d *Dashboard) Request(seq uint64) (*RequestDetail, error) {
 		Status: x.Status, BytesIn: x.BytesIn, BytesOut: x.BytesOut, BytesResp: x.BytesResp,
 		SpentUSD: p.SpentUSD, SavedUSD: p.SavedUSD}
 	for _, s := range x.Stubs {
-		sv := StubView{Stub: s}
+		sv := StubView{Stub: s, Text: s.Text()}
 		if d.o.BlobURL != nil {
 			sv.URL = d.o.BlobURL(s.Blob)
 		}

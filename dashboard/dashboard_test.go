@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -292,7 +293,7 @@ func TestRequestDetail(t *testing.T) {
 			d := New(Options{Prices: prices, Summary: tc.summary, BlobURL: func(id string) string { return "/ctxguard/v1/blobs/" + id }})
 			x := ex("h:a", 9000, 3000)
 			x.Passes = []record.Pass{{Name: "clear", Edits: 2, Saved: 20000}, {Name: "compact", Edits: 1, Saved: 4000}}
-			x.Stubs = []record.Stub{{Blob: "aaaaaaaaaaaaa", Bytes: 12000, Sent: 90, Text: "[cleared]"}, {Blob: "bbbbbbbbbbbbb", Bytes: 8000, Sent: 80}}
+			x.Stubs = []record.Stub{{Blob: "aaaaaaaaaaaaa", Bytes: 12000, Sent: 90, Head: []byte(`"[cleared \u2014 blob aaaaaaaaaaaaa]"`)}, {Blob: "bbbbbbbbbbbbb", Bytes: 8000, Sent: 80}}
 			x.Compaction, x.Event = "ck1", true
 			x.Total, x.FirstByte = 1500*time.Millisecond, 250*time.Microsecond
 			x.Usage = usage(5, 6, 7)
@@ -303,7 +304,9 @@ func TestRequestDetail(t *testing.T) {
 			want := RequestDetail{Seq: 1, Session: "h:a", Protocol: "anthropic", Client: "claude-code", Model: "m1", ModelID: "m1",
 				Window: 10_000, Outcome: record.Rewritten, Passes: x.Passes, Notes: []string{}, Event: true, Compaction: "ck1",
 				Summary: tc.wantSum, SummaryError: tc.wantErr,
-				Stubs:  []StubView{{x.Stubs[0], "/ctxguard/v1/blobs/aaaaaaaaaaaaa"}, {x.Stubs[1], "/ctxguard/v1/blobs/bbbbbbbbbbbbb"}},
+				Stubs: []StubView{ // the head decoded; the bytes stay with the record
+					{record.Stub{Blob: "aaaaaaaaaaaaa", Bytes: 12000, Sent: 90}, "[cleared \u2014 blob aaaaaaaaaaaaa]", "/ctxguard/v1/blobs/aaaaaaaaaaaaa"},
+					{record.Stub{Blob: "bbbbbbbbbbbbb", Bytes: 8000, Sent: 80}, "", "/ctxguard/v1/blobs/bbbbbbbbbbbbb"}},
 				Before: 9000, After: 3000, FirstByteMS: 0.25, TotalMS: 1500, Status: 200,
 				Usage: &UsageView{5, 6, 7, 100}, SpentUSD: (5 + 7*2 + 6*0.5) / 1e6, SavedUSD: 6000 * 0.5 / 1e6}
 			if diff := cmp.Diff(want, got, approx()); diff != "" {
@@ -396,7 +399,7 @@ func TestEscaping(t *testing.T) {
 	x := ex(evil, 100, 50)
 	x.Model = evil
 	x.Client = evil
-	x.Stubs = []record.Stub{{Blob: "aaaaaaaaaaaaa", Text: evil}}
+	x.Stubs = []record.Stub{{Blob: "aaaaaaaaaaaaa", Head: []byte(strconv.Quote(evil))}}
 	x.Notes = []string{evil}
 	feed(d, x)
 	h := d.Handler()

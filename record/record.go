@@ -148,15 +148,22 @@ type Stub struct {
 	Bytes int    `json:"bytes"` // the item's size as the client sent it
 	// Sent is the stub's size as sent.
 	Sent int `json:"sent"`
-	// Text is the stub's head, at most StubTextMax bytes (ctxguard's
-	// text; a persisted result's preview holds a few lines of it).
-	Text string `json:"text,omitempty"`
+	// Head is the first StubHeadMax bytes of the stub as sent (a JSON
+	// value), copied; Text decodes it when someone looks. ctxguard's
+	// text, but a persisted result's preview holds a few lines of the
+	// result.
+	Head []byte `json:"-"`
 }
 
-// StubTextMax bounds Stub.Text; MaxStubs bounds the stubs one record
-// keeps (the rest are counted in the passes' figures).
+// Text returns the stub's head as text (StubText).
+func (s Stub) Text() string { return StubText(s.Head) }
+
+// StubTextMax bounds Stub.Text; StubHeadMax bounds Stub.Head, leaving
+// room for the escapes of a string literal; MaxStubs bounds the stubs one
+// record keeps (the rest are counted in the passes' figures).
 const (
 	StubTextMax = 400
+	StubHeadMax = StubTextMax * 3 / 2
 	MaxStubs    = 2000
 )
 
