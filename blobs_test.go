@@ -94,7 +94,7 @@ func TestGuardKeepsBlobsInUse(t *testing.T) {
 				}
 				ids := named(blobNamed, body, res.Body)
 				persisted += len(named(blobPersisted, body, res.Body))
-				if _, err := d.Sweep(now); err != nil {
+				if _, err := d.Sweep(context.Background(), now); err != nil {
 					t.Fatal(err)
 				}
 				for _, id := range ids {
@@ -104,7 +104,7 @@ func TestGuardKeepsBlobsInUse(t *testing.T) {
 					if now.Sub(firstUse[id]) > ttl {
 						old++
 					}
-					if !d.HasBlob(id) {
+					if !d.HasBlob(context.Background(), id) {
 						t.Fatalf("request %d at +%v refers to blob %s (first used %v before), which the sweep removed",
 							k, gap*time.Duration(k+1), id, now.Sub(firstUse[id]))
 					}
@@ -114,7 +114,7 @@ func TestGuardKeepsBlobsInUse(t *testing.T) {
 				t.Fatalf("%d references to blobs first used over ttl before, %d persisted: the test checks too little", old, persisted)
 			}
 			clk.Advance(ttl + store.RefreshInterval(ttl) + time.Second)
-			if _, err := d.Sweep(clk.Now()); err != nil {
+			if _, err := d.Sweep(context.Background(), clk.Now()); err != nil {
 				t.Fatal(err)
 			}
 			if ents, _ := os.ReadDir(d.BlobDir()); len(ents) != 0 {
@@ -269,7 +269,7 @@ func TestGuardNotWritable(t *testing.T) {
 		t.Fatalf("store %T holds nothing", g.Store())
 	}
 	over := make([]byte, 1<<20+1)
-	if err := m.PutBlob(store.ID(over), over); !errors.Is(err, store.ErrTooLarge) {
+	if err := m.PutBlob(context.Background(), store.ID(over), over); !errors.Is(err, store.ErrTooLarge) {
 		t.Errorf("the memory store is not capped at limits.memory_store: %v", err)
 	}
 

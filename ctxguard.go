@@ -216,7 +216,9 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 		return nil, err
 	}
 	g.calib = tokens.NewCalibration()
-	if b, err := g.store.Get(calibrationKey); err == nil {
+	ctx, cancel := storeContext()
+	defer cancel()
+	if b, err := g.store.Get(ctx, calibrationKey); err == nil {
 		if err := g.calib.UnmarshalJSON(b); err != nil {
 			g.log.Warn("ignoring a stored calibration that does not decode", "err", err)
 		}
@@ -392,7 +394,9 @@ func (g *Guard) ObserveSession(session, modelID string, estimate int, u protocol
 func (g *Guard) saveCalibration() {
 	b, err := g.calib.MarshalJSON()
 	if err == nil {
-		err = g.store.Put(calibrationKey, b)
+		ctx, cancel := storeContext()
+		err = g.store.Put(ctx, calibrationKey, b)
+		cancel()
 	}
 	if err != nil {
 		g.log.Warn("saving the calibration", "err", err)
@@ -572,7 +576,7 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 	}
 	res.RequestModel = c.Model
 	res.Model = g.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
-	if w := g.limits.window(g.store, res.Model.ID); w > 0 && w < res.Model.Window {
+	if w := g.limits.window(ctx, g, res.Model.ID); w > 0 && w < res.Model.Window {
 		res.Model.Window = w // what an overflow taught (recover.go)
 	}
 	env := &pipeline.Env{Window: res.Model.Window, MaxOutput: res.Model.MaxOutput, Binding: res.Model.Binding, Protocol: proto.Name(), Header: h, Urgent: urgent}
@@ -621,7 +625,7 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 	// The body goes out: the blobs it refers to were used now. If one
 	// is gone, what the Guard memoized of sessions may skip storing it
 	// again; forget that, so the next request stores it.
-	if g.blobs.Use(run.Blobs) > 0 {
+	if g.blobs.Use(ctx, run.Blobs) > 0 {
 		g.log.Warn("blobs a request refers to were missing from the store; the next request stores them again", "session", res.Session)
 		g.recent.dropAll()
 	}
@@ -878,7 +882,10 @@ func (j *janitor) tick(g *Guard, now time.Time) {
 	if j.lastStore.IsZero() || now.Sub(j.lastStore) >= storeSweepEvery {
 		j.lastStore = now
 		g.Flush()
-		if n, err := g.store.Sweep(now); err != nil {
+		ctx, cancel := storeContext()
+		n, err := g.store.Sweep(ctx, now)
+		cancel()
+		if err != nil {
 			g.log.Warn("store sweep", "err", err)
 		} else if n > 0 {
 			g.log.Info("store sweep", "removed", n)

@@ -227,7 +227,9 @@ func TestDryRun(t *testing.T) {
 
 type failingStore struct{ store.Store }
 
-func (failingStore) PutBlob(string, []byte) error { return errors.New("disk full at /secret/path") }
+func (failingStore) PutBlob(context.Context, string, []byte) error {
+	return errors.New("disk full at /secret/path")
+}
 
 // TestFailOpen: a failing pass forwards the original body, is counted, and
 // is logged with an ID, without the body or the key in the log.
@@ -317,7 +319,7 @@ func TestProxy(t *testing.T) {
 
 	// Local endpoints.
 	id := store.ID([]byte("kept text"))
-	g.Store().PutBlob(id, []byte("kept text"))
+	g.Store().PutBlob(context.Background(), id, []byte("kept text"))
 	for _, tc := range []struct {
 		path   string
 		status int

@@ -1,6 +1,7 @@
 package ctxguard
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
@@ -62,7 +64,7 @@ func (g *Guard) local() http.Handler {
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := g.ready(); err != nil {
+		if err := g.ready(r.Context()); err != nil {
 			protocol.Write(r.Context(), w, g.log, anthropic.Protocol, err)
 			return
 		}
@@ -82,13 +84,20 @@ func (g *Guard) local() http.Handler {
 	return mux
 }
 
-// readyProbe is the record /readyz reads: the store must answer, found or
-// not.
-const readyProbe = "probe/ready"
+// storeTimeout bounds a store call that no request bounds (the readiness
+// probe, a report, a background save).
+const storeTimeout = 5 * time.Second
+
+// storeContext returns a context for a store call that no request bounds.
+func storeContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), storeTimeout)
+}
 
 // ready reports whether the Guard can serve: its store answers.
-func (g *Guard) ready() error {
-	if _, err := g.store.Get(readyProbe); err != nil && !errors.Is(err, store.ErrNotFound) {
+func (g *Guard) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	if err := g.store.Ping(ctx); err != nil {
 		return protocol.Errorf(http.StatusServiceUnavailable, protocol.Overloaded, err, "ctxguard: the store does not answer")
 	}
 	return nil
@@ -139,7 +148,7 @@ func (g *Guard) serveBlob(w http.ResponseWriter, r *http.Request) error {
 	if !store.ValidID(id) {
 		return protocol.Errorf(http.StatusBadRequest, protocol.InvalidRequest, nil, "ctxguard: invalid blob id")
 	}
-	rc, err := g.store.OpenBlob(id)
+	rc, err := g.store.OpenBlob(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "ctxguard: no such blob (it may have expired)")
 	}
@@ -196,7 +205,9 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 			Config:     func() []byte { b, _ := g.cfg.YAML(); return b },
 			Model:      g.models.Lookup,
 			Summary: func(key string) (string, error) {
-				r, err := compact.ReadRecord(g.store, key)
+				ctx, cancel := storeContext()
+				defer cancel()
+				r, err := compact.ReadRecord(ctx, g.store, key)
 				return r.Text, err
 			},
 			BlobURL: func(id string) string { return "/ctxguard/v1/blobs/" + id },

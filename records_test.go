@@ -3,6 +3,7 @@ package ctxguard
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -344,10 +345,15 @@ func TestMiddlewareRecords(t *testing.T) {
 	}
 }
 
-// brokenStore is a store whose reads fail (a shared store that is down).
+// brokenStore is a store that does not answer (a shared store that is
+// down).
 type brokenStore struct{ *store.Memory }
 
-func (brokenStore) Get(string) ([]byte, error) { return nil, errors.New("connection refused") }
+func (brokenStore) Get(context.Context, string) ([]byte, error) {
+	return nil, errors.New("connection refused")
+}
+
+func (brokenStore) Ping(context.Context) error { return errors.New("connection refused") }
 
 // TestProbes: /healthz answers while the process serves, /readyz when the
 // store answers; both without the auth token and from any client, and

@@ -3,11 +3,11 @@ package ctxguard
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/protocol"
@@ -29,7 +29,7 @@ import (
 func (g *Guard) recoverer(proto protocol.Protocol, h http.Header, body []byte, res Result, rec *record.Exchange) func(context.Context, protocol.Overflow) ([]byte, func(), bool) {
 	info, sent := res.Model, res.TokensAfter
 	return func(ctx context.Context, o protocol.Overflow) ([]byte, func(), bool) {
-		g.limits.learn(g, info, o, sent)
+		g.limits.learn(ctx, g, info, o, sent)
 		buf := outBufs.get(len(body))
 		r := g.rewrite(ctx, proto, h, body, buf, true)
 		if r.Err != nil || !r.Changed || r.TokensAfter >= sent {
@@ -55,41 +55,67 @@ func (g *Guard) recoverer(proto protocol.Protocol, h http.Header, body []byte, r
 
 // learnedLimits are the windows overflow errors taught, per model, in the
 // estimator's tokens: the largest window under which the request that
-// overflowed would have been compacted. They are records in the store
-// ("limit/<model>"), so every instance on the store and every restart
-// uses them; a later lesson only ever lowers one.
+// overflowed would have been compacted. They live in the store, so every
+// instance on the store and every restart uses them, as a chain of lessons
+// decided once each: "limit/<model>/1", "/2", ..., each lower than the one
+// before, written with PutIfAbsent so two instances that learn at once
+// agree on one lesson. An instance reads the lessons it has not seen at
+// most every limitRefresh.
 type learnedLimits struct {
 	mu sync.Mutex
-	m  map[string]int // canonical model id → window; 0: none stored
+	m  map[string]lesson // canonical model id → the last lesson read
 }
 
-func limitKey(id string) string { return "limit/" + model.Canonical(id) }
+// lesson is the last lesson of a model read from the store.
+type lesson struct {
+	n, window int       // its number and window; 0, 0: none stored
+	read      time.Time // when the store was last asked for a later one
+}
+
+// limitRefresh is how often an instance asks the store for lessons other
+// instances learned.
+const limitRefresh = time.Minute
+
+// maxLessons bounds the chain a model's limit is read from.
+const maxLessons = 64
+
+func limitKey(id string, n int) string {
+	return "limit/" + model.Canonical(id) + "/" + strconv.Itoa(n)
+}
 
 // window returns the learned window of model id, or 0.
-func (l *learnedLimits) window(st store.Store, id string) int {
+func (l *learnedLimits) window(ctx context.Context, g *Guard, id string) int {
 	if id == "" {
 		return 0
 	}
-	key := limitKey(id)
+	key := model.Canonical(id)
+	now := g.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if w, ok := l.m[key]; ok {
-		return w
+	le, ok := l.m[key]
+	if ok && now.Sub(le.read) < limitRefresh {
+		return le.window
 	}
-	if l.m == nil {
-		l.m = map[string]int{}
+	for le.n < maxLessons {
+		b, err := g.store.Get(ctx, limitKey(id, le.n+1))
+		if errors.Is(err, store.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return le.window // try again next time
+		}
+		w, err := strconv.Atoi(string(b))
+		if err != nil || w <= 0 {
+			break // not a lesson of ours: the chain ends before it
+		}
+		le.n, le.window = le.n+1, w
 	}
-	w := 0
-	if b, err := st.Get(key); err == nil {
-		_ = json.Unmarshal(b, &w)
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return 0 // try again next time
+	le.read = now
+	if l.m == nil || len(l.m) >= 4096 {
+		l.m = map[string]lesson{}
 	}
-	if len(l.m) >= 4096 {
-		clear(l.m)
-	}
-	l.m[key] = max(w, 0)
-	return l.m[key]
+	l.m[key] = le
+	return le.window
 }
 
 // learn lowers the window of info's model after the upstream refused a
@@ -98,7 +124,7 @@ func (l *learnedLimits) window(st store.Store, id string) int {
 // estimator's tokens, o.Limit × sent / o.Tokens, and the overflow line
 // (window − max output) must sit below that. With no figures in the
 // error, the line goes to 80% of what was sent.
-func (l *learnedLimits) learn(g *Guard, info model.Info, o protocol.Overflow, sent int) {
+func (l *learnedLimits) learn(ctx context.Context, g *Guard, info model.Info, o protocol.Overflow, sent int) {
 	if info.ID == "" || sent <= 0 {
 		return
 	}
@@ -107,7 +133,7 @@ func (l *learnedLimits) learn(g *Guard, info model.Info, o protocol.Overflow, se
 		line = int(int64(o.Limit) * int64(sent) / int64(o.Tokens))
 	}
 	w := line + info.MaxOutput
-	cur := l.window(g.store, info.ID)
+	cur := l.window(ctx, g, info.ID)
 	if cur == 0 {
 		cur = info.Window
 	}
@@ -119,12 +145,27 @@ func (l *learnedLimits) learn(g *Guard, info model.Info, o protocol.Overflow, se
 	if w <= info.MaxOutput {
 		return
 	}
-	key := limitKey(info.ID)
+	key := model.Canonical(info.ID)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.m[key] = w
-	if err := g.store.Put(key, []byte(strconv.Itoa(w))); err != nil {
-		g.log.Warn("storing a learned model limit", "model", info.ID, "err", err)
+	le := l.m[key]
+	if le.n >= maxLessons {
+		return
 	}
+	b, stored, err := g.store.PutIfAbsent(ctx, limitKey(info.ID, le.n+1), strconv.AppendInt(nil, int64(w), 10))
+	if err != nil {
+		g.log.Warn("storing a learned model limit", "model", info.ID, "err", err)
+		le.n, le.window = le.n+1, w // this process uses it anyway
+		l.m[key] = le
+		return
+	}
+	if !stored {
+		// Another instance learned this lesson first: theirs stands.
+		if v, err := strconv.Atoi(string(b)); err == nil && v > 0 {
+			w = v
+		}
+	}
+	le.n, le.window = le.n+1, w
+	l.m[key] = le
 	g.log.Info("learned a model's limit from an overflow error", "model", info.ID, "window", w, "api_tokens", o.Tokens, "api_limit", o.Limit, "estimate", sent)
 }

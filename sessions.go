@@ -113,7 +113,10 @@ func (g *Guard) Flush() {
 	s.mu.Unlock()
 	for _, st := range todo {
 		b, _ := json.Marshal(st)
-		if err := g.store.Put("session/"+st.Key, b); err != nil {
+		ctx, cancel := storeContext()
+		err := g.store.Put(ctx, "session/"+st.Key, b)
+		cancel()
+		if err != nil {
 			g.log.Warn("saving session stats", "err", err)
 			return
 		}

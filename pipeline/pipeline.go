@@ -143,6 +143,15 @@ type Env struct {
 	CacheWrite, CacheRead int
 }
 
+// Context returns the request's context: Ctx, or context.Background()
+// when none was set. Passes bound their store calls with it.
+func (r *Request) Context() context.Context {
+	if r.Ctx == nil {
+		return context.Background()
+	}
+	return r.Ctx
+}
+
 // Current returns the bytes of span sp as earlier passes left them: none
 // when sp lies inside what an earlier pass replaced whole (a message the
 // thinking guard rewrote, say), whose bytes are gone.

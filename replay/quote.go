@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"io"
 	"regexp"
 	"strings"
@@ -203,7 +204,7 @@ func (q *quoteTracker) blob(id string) string {
 	}
 	s := ""
 	if q.store != nil {
-		if rc, err := q.store.OpenBlob(id); err == nil {
+		if rc, err := q.store.OpenBlob(context.Background(), id); err == nil {
 			b, _ := io.ReadAll(rc)
 			rc.Close()
 			s = string(b)

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func stubber(st store.Store, keep bool) DetailedRewriter {
 		stub := "[cleared]"
 		if keep {
 			id := store.ID([]byte(readResult))
-			if err := st.PutBlob(id, []byte(readResult)); err != nil {
+			if err := st.PutBlob(context.Background(), id, []byte(readResult)); err != nil {
 				return Outcome{}, err
 			}
 			stub = "[ctxguard cleared Read result, 230 chars, blob " + id + "]"

@@ -148,7 +148,7 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 			}
 			out := Outcome{Body: res.Body, Reported: res.Event, Failed: res.Err}
 			if res.Compaction != "" {
-				rec, err := compact.ReadRecord(mem, res.Compaction)
+				rec, err := compact.ReadRecord(context.Background(), mem, res.Compaction)
 				if err != nil {
 					return Outcome{}, err
 				}

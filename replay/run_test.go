@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -72,7 +73,7 @@ func fakePipeline() Pipeline {
 							return Outcome{}, err
 						}
 						id := store.ID(text)
-						if err := mem.PutBlob(id, text); err != nil {
+						if err := mem.PutBlob(context.Background(), id, text); err != nil {
 							return Outcome{}, err
 						}
 						stub := fmt.Sprintf("[cleared %d bytes, blob %s]", len(text), id)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -95,7 +96,7 @@ func (b *Blobs) Epoch() uint64 { return b.epoch.Load() }
 // (the strings are). A refresh that fails otherwise is retried on the
 // next call. The common case, every blob refreshed recently, costs one
 // lock and a map lookup per id and does not allocate.
-func (b *Blobs) Use(ids []string) (missing int) {
+func (b *Blobs) Use(ctx context.Context, ids []string) (missing int) {
 	if len(ids) == 0 {
 		return 0
 	}
@@ -114,7 +115,7 @@ func (b *Blobs) Use(ids []string) (missing int) {
 	b.mu.Unlock()
 	var lost []string
 	for _, id := range due {
-		err := b.Store.TouchBlob(id)
+		err := b.Store.TouchBlob(ctx, id)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			lost = append(lost, id)
@@ -147,15 +148,15 @@ func (b *Blobs) noteTouchLocked(id string, now int64) {
 // reference is a function of content and configuration only, so every
 // request and every process computes the same one. content is not
 // retained.
-func (b *Blobs) Keep(content []byte) (Kept, error) {
-	return b.KeepFrom(content, nil)
+func (b *Blobs) Keep(ctx context.Context, content []byte) (Kept, error) {
+	return b.KeepFrom(ctx, content, nil)
 }
 
 // KeepFrom is Keep for content in an encoded form (a JSON string literal,
 // say): decode turns raw into the content to store, and is called only
 // when raw was not seen before. A nil decode stores raw itself. raw is not
 // retained.
-func (b *Blobs) KeepFrom(raw []byte, decode func([]byte) ([]byte, error)) (Kept, error) {
+func (b *Blobs) KeepFrom(ctx context.Context, raw []byte, decode func([]byte) ([]byte, error)) (Kept, error) {
 	b.init()
 	h := maphash.Bytes(b.seed, raw) ^ uint64(len(raw))
 	b.mu.Lock()
@@ -172,7 +173,7 @@ func (b *Blobs) KeepFrom(raw []byte, decode func([]byte) ([]byte, error)) (Kept,
 		}
 	}
 	id := ID(content)
-	if err := b.Store.PutBlob(id, content); err != nil {
+	if err := b.Store.PutBlob(ctx, id, content); err != nil {
 		return Kept{}, fmt.Errorf("keeping removed content: %w", err)
 	}
 	k = Kept{Ref: b.Ref(id), Chars: utf8.RuneCount(content)}
@@ -189,7 +190,7 @@ func (b *Blobs) KeepFrom(raw []byte, decode func([]byte) ([]byte, error)) (Kept,
 
 // Ref returns the reference for a stored id.
 func (b *Blobs) Ref(id string) Ref {
-	r := Ref{ID: id, Path: b.Store.BlobPath(id)}
+	r := Ref{ID: id, Path: BlobPath(b.Store, id)}
 	if b.BaseURL != "" {
 		r.URL = b.BaseURL + "/ctxguard/v1/blobs/" + id
 	}
@@ -200,7 +201,7 @@ func (b *Blobs) Ref(id string) Ref {
 // its id.
 func (b *Blobs) Howto() string {
 	var ways []string
-	if d := b.Store.BlobDir(); d != "" {
+	if d := BlobDir(b.Store); d != "" {
 		ways = append(ways, "read the file "+d+"/<blob>.txt")
 	}
 	if b.BaseURL != "" {

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,24 +25,24 @@ func TestUseKeepsBlobsInUse(t *testing.T) {
 				clk := storetest.NewClock(t0)
 				d := storetest.TempDir(t, ttl, clk.Now)
 				b := &store.Blobs{Store: d, TTL: ttl, Now: clk.Now}
-				k, err := b.Keep([]byte("a tool result"))
+				k, err := b.Keep(context.Background(), []byte("a tool result"))
 				if err != nil {
 					t.Fatal(err)
 				}
 				ids := []string{k.ID}
 				for clk.Now().Sub(t0) < 3*ttl {
 					u := clk.Advance(gap)
-					if missing := b.Use(ids); missing != 0 {
+					if missing := b.Use(context.Background(), ids); missing != 0 {
 						t.Fatalf("at t0+%v: %d missing", u.Sub(t0), missing)
 					}
 					for _, at := range []time.Duration{0, ttl / 2, ttl} {
-						if n, err := d.Sweep(u.Add(at)); n != 0 || err != nil {
+						if n, err := d.Sweep(context.Background(), u.Add(at)); n != 0 || err != nil {
 							t.Fatalf("used at t0+%v, swept at +%v: removed %d (err %v)", u.Sub(t0), at, n, err)
 						}
 					}
 				}
 				last := clk.Now()
-				if n, _ := d.Sweep(last.Add(ttl + every + 1)); n != 1 || d.HasBlob(k.ID) {
+				if n, _ := d.Sweep(context.Background(), last.Add(ttl+every+1)); n != 1 || d.HasBlob(context.Background(), k.ID) {
 					t.Errorf("a sweep ttl + RefreshInterval after the last use removed %d", n)
 				}
 			})
@@ -68,40 +69,40 @@ func TestDirsShareTouches(t *testing.T) {
 	d1, b1 := open()
 	d2, b2 := open()
 	t0 := clk.Now()
-	kept, err := b1.Keep([]byte("used by process 2"))
+	kept, err := b1.Keep(context.Background(), []byte("used by process 2"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dropped, err := b1.Keep([]byte("used by nobody"))
+	dropped, err := b1.Keep(context.Background(), []byte("used by nobody"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Process 2 uses the first blob through a whole TTL and more.
 	for clk.Now().Sub(t0) < 2*ttl {
-		if missing := b2.Use([]string{kept.ID}); missing != 0 {
+		if missing := b2.Use(context.Background(), []string{kept.ID}); missing != 0 {
 			t.Fatalf("process 2 found %d blobs missing at t0+%v", missing, clk.Now().Sub(t0))
 		}
 		clk.Advance(every / 3)
 	}
-	if _, err := d1.Sweep(clk.Now()); err != nil {
+	if _, err := d1.Sweep(context.Background(), clk.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if !d1.HasBlob(kept.ID) {
+	if !d1.HasBlob(context.Background(), kept.ID) {
 		t.Error("process 1's sweep removed a blob process 2 kept using")
 	}
-	if d1.HasBlob(dropped.ID) {
+	if d1.HasBlob(context.Background(), dropped.ID) {
 		t.Error("a blob nobody used outlived ttl + RefreshInterval")
 	}
 	// Process 2 stops; the blob goes ttl + RefreshInterval after its
 	// last touch, and process 2 notices.
 	clk.Advance(ttl + every)
-	if _, err := d2.Sweep(clk.Now()); err != nil {
+	if _, err := d2.Sweep(context.Background(), clk.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if d1.HasBlob(kept.ID) {
+	if d1.HasBlob(context.Background(), kept.ID) {
 		t.Error("a blob no longer used was kept")
 	}
-	if missing := b2.Use([]string{kept.ID}); missing != 1 || b2.Epoch() != 1 {
+	if missing := b2.Use(context.Background(), []string{kept.ID}); missing != 1 || b2.Epoch() != 1 {
 		t.Errorf("Use of a swept blob: %d missing, epoch %d; want 1, 1", missing, b2.Epoch())
 	}
 }
@@ -109,7 +110,7 @@ func TestDirsShareTouches(t *testing.T) {
 func ids(b *store.Blobs, n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		k, err := b.Keep(fmt.Appendf(nil, "result %d", i))
+		k, err := b.Keep(context.Background(), fmt.Appendf(nil, "result %d", i))
 		if err != nil {
 			panic(err)
 		}
@@ -144,7 +145,7 @@ func TestUseRateLimited(t *testing.T) {
 		{0, append(all[:1:1], all[0], all[0]), 600},
 	} {
 		clk.Advance(step.advance)
-		if m := b.Use(step.use); m != 0 {
+		if m := b.Use(context.Background(), step.use); m != 0 {
 			t.Fatalf("%d missing", m)
 		}
 		if got := cs.Touches.Load(); got != step.touches {
@@ -162,25 +163,25 @@ func TestUseHeals(t *testing.T) {
 	d := storetest.TempDir(t, ttl, clk.Now)
 	b := &store.Blobs{Store: d, TTL: ttl, Now: clk.Now}
 	content := []byte("a tool result")
-	k, _ := b.Keep(content)
-	other, _ := b.Keep([]byte("another"))
+	k, _ := b.Keep(context.Background(), content)
+	other, _ := b.Keep(context.Background(), []byte("another"))
 	if err := os.Remove(d.BlobPath(k.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if m := b.Use([]string{k.ID, other.ID}); m != 0 || b.Epoch() != 0 {
+	if m := b.Use(context.Background(), []string{k.ID, other.ID}); m != 0 || b.Epoch() != 0 {
 		t.Errorf("a touch not yet due: %d missing, epoch %d", m, b.Epoch())
 	}
-	if again, _ := b.Keep(content); again != k || d.HasBlob(k.ID) {
+	if again, _ := b.Keep(context.Background(), content); again != k || d.HasBlob(context.Background(), k.ID) {
 		t.Fatal("the memo should still answer before the loss is noticed")
 	}
 	clk.Advance(store.RefreshInterval(ttl))
-	if m := b.Use([]string{k.ID, other.ID}); m != 1 || b.Epoch() != 1 {
+	if m := b.Use(context.Background(), []string{k.ID, other.ID}); m != 1 || b.Epoch() != 1 {
 		t.Errorf("%d missing, epoch %d; want 1, 1", m, b.Epoch())
 	}
-	if again, err := b.Keep(content); err != nil || again != k || !d.HasBlob(k.ID) {
-		t.Errorf("Keep after the loss: %+v, %v; stored %v", again, err, d.HasBlob(k.ID))
+	if again, err := b.Keep(context.Background(), content); err != nil || again != k || !d.HasBlob(context.Background(), k.ID) {
+		t.Errorf("Keep after the loss: %+v, %v; stored %v", again, err, d.HasBlob(context.Background(), k.ID))
 	}
-	if m := b.Use([]string{k.ID}); m != 0 || b.Epoch() != 1 {
+	if m := b.Use(context.Background(), []string{k.ID}); m != 0 || b.Epoch() != 1 {
 		t.Errorf("after healing: %d missing, epoch %d", m, b.Epoch())
 	}
 }
@@ -197,12 +198,12 @@ func TestUseConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 200 {
-				k, err := b.Keep(fmt.Appendf(nil, "%d %0100d", w, i%50)) // over the cap together
+				k, err := b.Keep(context.Background(), fmt.Appendf(nil, "%d %0100d", w, i%50)) // over the cap together
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				b.Use([]string{k.ID})
+				b.Use(context.Background(), []string{k.ID})
 				clk.Advance(time.Second)
 			}
 		}()
@@ -219,10 +220,10 @@ func BenchmarkUse(b *testing.B) {
 	clk := storetest.NewClock(t0)
 	bl := &store.Blobs{Store: store.NewMemory(), TTL: 7 * 24 * time.Hour, Now: clk.Now}
 	all := ids(bl, 300)
-	bl.Use(all)
+	bl.Use(context.Background(), all)
 	b.ReportAllocs()
 	for b.Loop() {
-		if bl.Use(all) != 0 {
+		if bl.Use(context.Background(), all) != 0 {
 			b.Fatal("missing")
 		}
 	}

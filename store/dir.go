@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -359,7 +360,7 @@ func isRecordName(name string) bool {
 }
 
 // PutBlob implements Store.
-func (d *Dir) PutBlob(id string, data []byte) error {
+func (d *Dir) PutBlob(_ context.Context, id string, data []byte) error {
 	p := d.BlobPath(id)
 	if p == "" {
 		return ErrBadID
@@ -374,7 +375,7 @@ func (d *Dir) PutBlob(id string, data []byte) error {
 }
 
 // TouchBlob implements Store.
-func (d *Dir) TouchBlob(id string) error {
+func (d *Dir) TouchBlob(_ context.Context, id string) error {
 	p := d.BlobPath(id)
 	if p == "" {
 		return ErrBadID
@@ -408,7 +409,7 @@ func (d *Dir) touch(p string) error {
 }
 
 // HasBlob implements Store.
-func (d *Dir) HasBlob(id string) bool {
+func (d *Dir) HasBlob(_ context.Context, id string) bool {
 	p := d.BlobPath(id)
 	if p == "" {
 		return false
@@ -419,7 +420,7 @@ func (d *Dir) HasBlob(id string) bool {
 
 // OpenBlob implements Store. The reader is the file: it reads the blob
 // even if it is swept meanwhile.
-func (d *Dir) OpenBlob(id string) (io.ReadCloser, error) {
+func (d *Dir) OpenBlob(_ context.Context, id string) (io.ReadCloser, error) {
 	p := d.BlobPath(id)
 	if p == "" {
 		return nil, ErrBadID
@@ -458,23 +459,79 @@ func (d *Dir) recordPath(key string) string {
 	return filepath.Join(d.root, "records", hex.EncodeToString(sum[:16]))
 }
 
-// Get implements Store.
-func (d *Dir) Get(key string) ([]byte, error) {
-	f, err := openRegular(d.recordPath(key))
+// Get implements Store. It refreshes the record's modification time (a
+// record that cannot be refreshed is still returned).
+func (d *Dir) Get(_ context.Context, key string) ([]byte, error) {
+	return d.get(d.recordPath(key))
+}
+
+func (d *Dir) get(p string) ([]byte, error) {
+	f, err := openRegular(p)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(f)
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	now := d.now()
+	_ = os.Chtimes(p, now, now) // the file checked by openRegular, or gone
+	return b, nil
 }
 
 // Put implements Store.
-func (d *Dir) Put(key string, val []byte) error {
+func (d *Dir) Put(_ context.Context, key string, val []byte) error {
 	p := d.recordPath(key)
 	if fi, err := os.Lstat(p); err == nil && !fi.Mode().IsRegular() {
 		return fmt.Errorf("store: %s is not a regular file; ctxguard leaves it alone", p)
 	}
 	return d.writeFile(p, val)
+}
+
+// PutIfAbsent implements Store. The record is written to a temporary
+// file that is hard-linked into place, which fails when the name exists:
+// atomic for every process on the file system.
+func (d *Dir) PutIfAbsent(_ context.Context, key string, val []byte) ([]byte, bool, error) {
+	p := d.recordPath(key)
+	for range 3 {
+		if b, err := d.get(p); err == nil {
+			return b, false, nil
+		} else if !errors.Is(err, ErrNotFound) {
+			return nil, false, err
+		}
+		if fi, err := os.Lstat(p); err == nil && !fi.Mode().IsRegular() {
+			return nil, false, fmt.Errorf("store: %s is not a regular file; ctxguard leaves it alone", p)
+		}
+		tmp, err := d.writeTemp(p, val)
+		if err != nil {
+			return nil, false, err
+		}
+		err = os.Link(tmp, p)
+		os.Remove(tmp)
+		if err == nil {
+			return bytes.Clone(val), true, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, false, fmt.Errorf("store: %w", err)
+		}
+		// Another process wrote it first: read theirs (unless swept
+		// in between, then try again).
+	}
+	return nil, false, fmt.Errorf("store: record %s keeps appearing and vanishing", p)
+}
+
+// Ping implements Store: it checks that the records folder is still
+// there.
+func (d *Dir) Ping(context.Context) error {
+	fi, err := os.Lstat(filepath.Join(d.root, "records"))
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("store: %s/records is not a folder", d.root)
+	}
+	return nil
 }
 
 // Sweep implements Store. It lists blobs/ and records/ only (each must
@@ -483,7 +540,7 @@ func (d *Dir) Put(key string, val []byte) error {
 // now, and its temporary files older than an hour by the wall clock (the
 // file system, not Dir's clock, timed their creation). Errors are joined;
 // the count is of what was removed regardless.
-func (d *Dir) Sweep(now time.Time) (int, error) {
+func (d *Dir) Sweep(_ context.Context, now time.Time) (int, error) {
 	n := 0
 	var errs []error
 	for _, s := range []struct {
@@ -563,9 +620,23 @@ func (d *Dir) Close() error { return nil }
 // writeFile writes data to p through a temporary file renamed into place,
 // with mode 0600 and modification time now.
 func (d *Dir) writeFile(p string, data []byte) error {
+	tmp, err := d.writeTemp(p, data)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// writeTemp writes data to a new temporary file beside p, with mode 0600
+// and modification time now, and returns its name.
+func (d *Dir) writeTemp(p string, data []byte) (string, error) {
 	f, err := os.CreateTemp(filepath.Dir(p), tempPrefix+"*")
 	if err != nil {
-		return fmt.Errorf("store: %w", err)
+		return "", fmt.Errorf("store: %w", err)
 	}
 	tmp := f.Name()
 	_, werr := f.Write(data)
@@ -580,17 +651,15 @@ func (d *Dir) writeFile(p string, data []byte) error {
 		now := d.now()
 		werr = os.Chtimes(tmp, now, now)
 	}
-	if werr == nil {
-		werr = os.Rename(tmp, p)
-	}
 	if werr != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("store: %w", werr)
+		return "", fmt.Errorf("store: %w", werr)
 	}
-	return nil
+	return tmp, nil
 }
 
 var (
 	_ Store = (*Dir)(nil)
+	_ Files = (*Dir)(nil)
 	_ Store = (*Memory)(nil)
 )

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -137,7 +138,7 @@ func TestOpenDirRefuses(t *testing.T) {
 			before := snapshot(t, root)
 			d, err := store.OpenDir(root, time.Hour)
 			if err == nil {
-				d.Sweep(time.Now())
+				d.Sweep(context.Background(), time.Now())
 				t.Fatalf("OpenDir accepted it")
 			}
 			if !errors.Is(err, store.ErrNotOurs) || errors.Is(err, store.ErrNotWritable) {
@@ -228,7 +229,7 @@ func TestOpenDirAdopts(t *testing.T) {
 				}
 			}
 			if tc.name == "legacy layout" {
-				if !d.HasBlob(legacyID) {
+				if !d.HasBlob(context.Background(), legacyID) {
 					t.Error("the legacy blob is not served")
 				}
 				if _, err := os.Lstat(filepath.Join(root, "blobs/.tmp-77")); err != nil {
@@ -280,7 +281,7 @@ func TestSweepOnlyOurs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := d.Sweep(now)
+	n, err := d.Sweep(context.Background(), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +310,7 @@ func TestSweepOnlyOurs(t *testing.T) {
 	os.Rename(filepath.Join(root, "blobs"), filepath.Join(base, "moved"))
 	os.Symlink(outside+"/sub", filepath.Join(root, "blobs"))
 	before = snapshot(t, outside)
-	if _, err := d.Sweep(now.Add(100 * 24 * time.Hour)); err == nil || !strings.Contains(err.Error(), "not sweeping it") {
+	if _, err := d.Sweep(context.Background(), now.Add(100*24*time.Hour)); err == nil || !strings.Contains(err.Error(), "not sweeping it") {
 		t.Errorf("Sweep through a link: err %v", err)
 	}
 	if diff := cmp.Diff(before, snapshot(t, outside)); diff != "" {
@@ -330,7 +331,7 @@ func TestDirFiles(t *testing.T) {
 	data := []byte("removed tool output\n")
 	id := store.ID(data)
 	for range 2 {
-		if err := d.PutBlob(id, data); err != nil {
+		if err := d.PutBlob(context.Background(), id, data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -350,16 +351,16 @@ func TestDirFiles(t *testing.T) {
 	os.Chtimes(secret, old, old)
 	linked := store.ID([]byte("linked"))
 	os.Symlink(secret, d.BlobPath(linked))
-	if d.HasBlob(linked) {
+	if d.HasBlob(context.Background(), linked) {
 		t.Error("HasBlob through a link")
 	}
-	if _, err := d.OpenBlob(linked); !errors.Is(err, store.ErrNotFound) {
+	if _, err := d.OpenBlob(context.Background(), linked); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("OpenBlob through a link: err %v, want ErrNotFound", err)
 	}
-	if err := d.TouchBlob(linked); err == nil {
+	if err := d.TouchBlob(context.Background(), linked); err == nil {
 		t.Error("TouchBlob through a link succeeded")
 	}
-	if err := d.PutBlob(linked, []byte("linked")); err == nil {
+	if err := d.PutBlob(context.Background(), linked, []byte("linked")); err == nil {
 		t.Error("PutBlob over a link succeeded")
 	}
 	if fi, _ := os.Stat(secret); !fi.ModTime().Equal(old) {

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"container/list"
+	"context"
 	"fmt"
 	"io"
 	"sync"
@@ -32,8 +33,8 @@ type MemoryOptions struct {
 	// is refused with ErrTooLarge.
 	MaxBytes int64
 	// TTL: Sweep removes blobs unused for longer than
-	// TTL + RefreshInterval(TTL) and records not Put for longer than
-	// TTL. <= 0 keeps them until evicted.
+	// TTL + RefreshInterval(TTL) and records not Put or Get for longer
+	// than TTL. <= 0 keeps them until evicted.
 	TTL time.Duration
 	// Now is the clock uses are timed by; nil means time.Now.
 	Now func() time.Time
@@ -67,7 +68,7 @@ func (m *Memory) now() time.Time {
 }
 
 // PutBlob implements Store.
-func (m *Memory) PutBlob(id string, data []byte) error {
+func (m *Memory) PutBlob(_ context.Context, id string, data []byte) error {
 	if !ValidID(id) {
 		return ErrBadID
 	}
@@ -101,7 +102,7 @@ func (m *Memory) removeLocked(e *list.Element) {
 }
 
 // TouchBlob implements Store.
-func (m *Memory) TouchBlob(id string) error {
+func (m *Memory) TouchBlob(_ context.Context, id string) error {
 	if !ValidID(id) {
 		return ErrBadID
 	}
@@ -117,7 +118,7 @@ func (m *Memory) TouchBlob(id string) error {
 }
 
 // HasBlob implements Store.
-func (m *Memory) HasBlob(id string) bool {
+func (m *Memory) HasBlob(_ context.Context, id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, ok := m.blobs[id]
@@ -125,7 +126,7 @@ func (m *Memory) HasBlob(id string) bool {
 }
 
 // OpenBlob implements Store. Reading is not a use.
-func (m *Memory) OpenBlob(id string) (io.ReadCloser, error) {
+func (m *Memory) OpenBlob(_ context.Context, id string) (io.ReadCloser, error) {
 	if !ValidID(id) {
 		return nil, ErrBadID
 	}
@@ -138,25 +139,22 @@ func (m *Memory) OpenBlob(id string) (io.ReadCloser, error) {
 	return io.NopCloser(bytes.NewReader(e.Value.(*memBlob).data)), nil
 }
 
-// BlobPath implements Store: a Memory has no files.
-func (m *Memory) BlobPath(string) string { return "" }
-
-// BlobDir implements Store: a Memory has no files.
-func (m *Memory) BlobDir() string { return "" }
-
 // Get implements Store.
-func (m *Memory) Get(key string) ([]byte, error) {
+func (m *Memory) Get(_ context.Context, key string) ([]byte, error) {
+	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.records[key]
 	if !ok {
 		return nil, ErrNotFound
 	}
+	r.put = now
+	m.records[key] = r
 	return bytes.Clone(r.val), nil
 }
 
 // Put implements Store.
-func (m *Memory) Put(key string, val []byte) error {
+func (m *Memory) Put(_ context.Context, key string, val []byte) error {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -164,8 +162,25 @@ func (m *Memory) Put(key string, val []byte) error {
 	return nil
 }
 
+// PutIfAbsent implements Store.
+func (m *Memory) PutIfAbsent(_ context.Context, key string, val []byte) ([]byte, bool, error) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.records[key]; ok {
+		r.put = now
+		m.records[key] = r
+		return bytes.Clone(r.val), false, nil
+	}
+	m.records[key] = memRecord{val: bytes.Clone(val), put: now}
+	return bytes.Clone(val), true, nil
+}
+
+// Ping implements Store: a Memory always answers.
+func (m *Memory) Ping(context.Context) error { return nil }
+
 // Sweep implements Store.
-func (m *Memory) Sweep(now time.Time) (int, error) {
+func (m *Memory) Sweep(_ context.Context, now time.Time) (int, error) {
 	if m.opt.TTL <= 0 {
 		return 0, nil
 	}

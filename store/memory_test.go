@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ func TestMemoryCap(t *testing.T) {
 	put := func(s string) {
 		t.Helper()
 		clk.Advance(time.Second)
-		if err := m.PutBlob(blob(s), []byte(s)); err != nil {
+		if err := m.PutBlob(context.Background(), blob(s), []byte(s)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -33,7 +34,7 @@ func TestMemoryCap(t *testing.T) {
 	held := func() []string {
 		var out []string
 		for _, s := range []string{a, b, c, d} {
-			if m.HasBlob(blob(s)) {
+			if m.HasBlob(context.Background(), blob(s)) {
 				out = append(out, s[:1])
 			}
 		}
@@ -41,10 +42,10 @@ func TestMemoryCap(t *testing.T) {
 	}
 	put(a)
 	put(b)
-	if err := m.TouchBlob(blob(a)); err != nil { // a is now newer than b
+	if err := m.TouchBlob(context.Background(), blob(a)); err != nil { // a is now newer than b
 		t.Fatal(err)
 	}
-	if rc, err := m.OpenBlob(blob(b)); err != nil { // reading is not a use
+	if rc, err := m.OpenBlob(context.Background(), blob(b)); err != nil { // reading is not a use
 		t.Fatal(err)
 	} else {
 		rc.Close()
@@ -63,7 +64,7 @@ func TestMemoryCap(t *testing.T) {
 		t.Errorf("after b again (-want +got):\n%s bytes %d", diff, m.Bytes())
 	}
 	big := strings.Repeat("x", 101)
-	if err := m.PutBlob(blob(big), []byte(big)); !errors.Is(err, store.ErrTooLarge) || m.HasBlob(blob(big)) {
+	if err := m.PutBlob(context.Background(), blob(big), []byte(big)); !errors.Is(err, store.ErrTooLarge) || m.HasBlob(context.Background(), blob(big)) {
 		t.Errorf("a blob over the cap: err %v", err)
 	}
 	if diff := cmp.Diff([]string{"a", "b", "d"}, held()); diff != "" {
@@ -72,10 +73,10 @@ func TestMemoryCap(t *testing.T) {
 	// Unbounded, as before.
 	u := store.NewMemory()
 	huge := make([]byte, 8<<20)
-	if err := u.PutBlob(store.ID(huge), huge); err != nil || u.Len() != 1 {
+	if err := u.PutBlob(context.Background(), store.ID(huge), huge); err != nil || u.Len() != 1 {
 		t.Errorf("NewMemory refused a large blob: %v", err)
 	}
-	if n, _ := u.Sweep(time.Now().Add(1000 * time.Hour)); n != 0 {
+	if n, _ := u.Sweep(context.Background(), time.Now().Add(1000*time.Hour)); n != 0 {
 		t.Errorf("NewMemory swept %d", n)
 	}
 }

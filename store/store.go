@@ -21,10 +21,11 @@
 // Blobs.Use, which refreshes the blob at most every RefreshInterval(ttl);
 // the stores keep a blob for ttl + RefreshInterval(ttl) after its last
 // refresh, so that granularity never expires a blob used within ttl.
-// Records live ttl after their last Put.
+// Records live ttl after their last Put or Get.
 package store
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -53,37 +54,78 @@ var ErrNotOurs = errors.New("store: data directory is not ctxguard's")
 // than the whole cap.
 var ErrTooLarge = errors.New("store: blob larger than the memory store's cap")
 
-// Store is the interface every store implements.
+// Store is the interface every store implements. Every method takes a
+// context: a store on a server (Redis) gives up when it ends, and callers
+// bound each call (a request's context, or a timeout of their own).
+// Stores on the local machine may ignore it.
+//
+// A store may be shared by several ctxguard processes (a Dir by
+// processes on one machine, a Redis by a fleet): what must be decided
+// once for all of them goes through PutIfAbsent.
 type Store interface {
 	// PutBlob stores data under its ID unless already
 	// present, and refreshes its age either way. data is not retained.
 	// An invalid id is ErrBadID.
-	PutBlob(id string, data []byte) error
+	PutBlob(ctx context.Context, id string, data []byte) error
 	// HasBlob reports whether the blob is present (false for an invalid
-	// id).
-	HasBlob(id string) bool
+	// id, and when the store cannot answer).
+	HasBlob(ctx context.Context, id string) bool
 	// OpenBlob opens a stored blob for reading: ErrNotFound if absent,
 	// ErrBadID for an invalid id. The reader does not change when the
-	// blob is swept or replaced afterwards.
-	OpenBlob(id string) (io.ReadCloser, error)
+	// blob is swept or replaced afterwards. Reading is not a use.
+	OpenBlob(ctx context.Context, id string) (io.ReadCloser, error)
 	// TouchBlob refreshes a stored blob's age, as PutBlob does for a
 	// present blob: ErrNotFound if absent, ErrBadID for an invalid id.
-	TouchBlob(id string) error
-	// BlobPath returns where a blob lives on the local file system, or ""
-	// if the store has no local files.
-	BlobPath(id string) string
-	// BlobDir returns the directory holding blobs as <id>.txt files, or
-	// "" if the store has no local files.
-	BlobDir() string
-	// Get returns the record stored under key.
-	Get(key string) ([]byte, error)
-	// Put stores a record under key; val is not retained.
-	Put(key string, val []byte) error
+	TouchBlob(ctx context.Context, id string) error
+	// Get returns the record stored under key (ErrNotFound if absent),
+	// and refreshes its age: a record lives TTL after its last Put or
+	// Get.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Put stores a record under key, replacing any; val is not retained.
+	Put(ctx context.Context, key string, val []byte) error
+	// PutIfAbsent stores val under key unless a record is there, in one
+	// atomic step for every process on the store, and returns the record
+	// that stands: val and true when it stored val, else the record
+	// found and false (its age refreshed, as by Get). val is not
+	// retained; the result is the caller's.
+	PutIfAbsent(ctx context.Context, key string, val []byte) (cur []byte, stored bool, err error)
 	// Sweep deletes, as of now, the blobs older than the store's TTL
 	// plus RefreshInterval(TTL) and the records older than the TTL, and
-	// reports how many it removed. A TTL <= 0 keeps them forever.
-	Sweep(now time.Time) (int, error)
+	// reports how many it removed. A TTL <= 0 keeps them forever. A
+	// store whose server expires entries itself returns 0, nil.
+	Sweep(ctx context.Context, now time.Time) (int, error)
+	// Ping reports whether the store answers (for /readyz).
+	Ping(ctx context.Context) error
 	Close() error
+}
+
+// Files is implemented by stores that keep each blob as a file on the
+// local file system (Dir). Other stores serve blobs only through
+// ctxguard's blob endpoint, so a stub names no path.
+type Files interface {
+	// BlobPath returns the file a blob lives in, or "" for an invalid
+	// id.
+	BlobPath(id string) string
+	// BlobDir returns the directory holding blobs as <id>.txt files.
+	BlobDir() string
+}
+
+// BlobPath returns where s keeps blob id on the local file system, or ""
+// when s has no files (see Files).
+func BlobPath(s Store, id string) string {
+	if f, ok := s.(Files); ok {
+		return f.BlobPath(id)
+	}
+	return ""
+}
+
+// BlobDir returns the directory where s keeps blobs as files, or "" when
+// s has no files (see Files).
+func BlobDir(s Store) string {
+	if f, ok := s.(Files); ok {
+		return f.BlobDir()
+	}
+	return ""
 }
 
 // RefreshInterval is how often Blobs.Use refreshes a blob a session keeps

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,11 +13,11 @@ import (
 func TestBlobsKeep(t *testing.T) {
 	m := NewMemory()
 	b := &Blobs{Store: m, BaseURL: "http://127.0.0.1:8787"}
-	r1, err := b.Keep([]byte("payload"))
+	r1, err := b.Keep(context.Background(), []byte("payload"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, _ := b.Keep([]byte("payload"))
+	r2, _ := b.Keep(context.Background(), []byte("payload"))
 	if r1 != r2 || r1.ID != ID([]byte("payload")) || m.Len() != 1 || r1.Chars != 7 {
 		t.Fatalf("refs %v %v, blobs %d", r1, r2, m.Len())
 	}
@@ -25,19 +26,19 @@ func TestBlobsKeep(t *testing.T) {
 	}
 	// A second process (fresh Blobs) computes the same reference.
 	b2 := &Blobs{Store: NewMemory(), BaseURL: "http://127.0.0.1:8787"}
-	if r3, _ := b2.Keep([]byte("payload")); r3 != r1 {
+	if r3, _ := b2.Keep(context.Background(), []byte("payload")); r3 != r1 {
 		t.Errorf("fresh Blobs gave %v, want %v", r3, r1)
 	}
 	d, _ := OpenDir(t.TempDir(), 0)
-	r4, _ := (&Blobs{Store: d}).Keep([]byte("payload"))
-	if r4.Path == "" || r4.Where() != r4.Path || !d.HasBlob(r4.ID) {
+	r4, _ := (&Blobs{Store: d}).Keep(context.Background(), []byte("payload"))
+	if r4.Path == "" || r4.Where() != r4.Path || !d.HasBlob(context.Background(), r4.ID) {
 		t.Errorf("dir ref %+v", r4)
 	}
 	// KeepFrom decodes only what it has not seen.
 	calls := 0
 	dec := func(raw []byte) ([]byte, error) { calls++; return append([]byte("é"), raw...), nil }
-	k1, _ := b.KeepFrom([]byte("xy"), dec)
-	k2, _ := b.KeepFrom([]byte("xy"), dec)
+	k1, _ := b.KeepFrom(context.Background(), []byte("xy"), dec)
+	k2, _ := b.KeepFrom(context.Background(), []byte("xy"), dec)
 	if calls != 1 || k1 != k2 || k1.ID != ID([]byte("éxy")) || k1.Chars != 3 {
 		t.Errorf("KeepFrom: %d decodes, %+v %+v", calls, k1, k2)
 	}

@@ -1,6 +1,7 @@
 package clear
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -164,7 +165,7 @@ func TestClearRewrite(t *testing.T) {
 	}
 	// Every cleared item is in the store, as it was.
 	for _, s := range []string{big, file} {
-		rc, err := st.OpenBlob(store.ID([]byte(s)))
+		rc, err := st.OpenBlob(context.Background(), store.ID([]byte(s)))
 		if err != nil {
 			t.Fatalf("blob missing: %v", err)
 		}

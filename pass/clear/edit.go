@@ -109,7 +109,7 @@ func (p *Pass) resultStub(r *pipeline.Request, b *conversation.Block, first bool
 	if m, ok := p.memo.get(key); ok {
 		return splice.Edit{Span: b.Content, Repl: m.repl, Blob: m.blob}, nil
 	}
-	k, err := p.blobs.KeepFrom(c.Bytes(b.Content), func([]byte) ([]byte, error) { return c.ResultText(b) })
+	k, err := p.blobs.KeepFrom(r.Context(), c.Bytes(b.Content), func([]byte) ([]byte, error) { return c.ResultText(b) })
 	if err != nil {
 		return splice.Edit{}, err
 	}
@@ -171,7 +171,7 @@ func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool)
 	if jsonscan.KindOf(body, in) == jsonscan.String {
 		// Free-form text (a custom tool's input, such as a patch) becomes
 		// one stub.
-		kept, err := p.blobs.KeepFrom(in.Bytes(body), func(raw []byte) ([]byte, error) { return jsonscan.AppendUnquote(nil, raw) })
+		kept, err := p.blobs.KeepFrom(r.Context(), in.Bytes(body), func(raw []byte) ([]byte, error) { return jsonscan.AppendUnquote(nil, raw) })
 		if err != nil {
 			return splice.Edit{}, err
 		}
@@ -202,7 +202,7 @@ func (p *Pass) inputStub(r *pipeline.Request, b *conversation.Block, first bool)
 		if jsonscan.KindOf(body, val) == jsonscan.String {
 			decode = func(raw []byte) ([]byte, error) { return jsonscan.AppendUnquote(nil, raw) }
 		}
-		kept, err := p.blobs.KeepFrom(val.Bytes(body), decode)
+		kept, err := p.blobs.KeepFrom(r.Context(), val.Bytes(body), decode)
 		if err != nil {
 			return 0, err
 		}

@@ -2,6 +2,7 @@ package clear
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -66,7 +67,7 @@ func TestStubMemoBlobs(t *testing.T) {
 		}
 	}
 	clk.Advance(store.RefreshInterval(ttl))
-	if m := blobs.Use(first.Blobs); m != len(first.Blobs) {
+	if m := blobs.Use(context.Background(), first.Blobs); m != len(first.Blobs) {
 		t.Fatalf("Use found %d of %d missing", m, len(first.Blobs))
 	}
 	healed := run()
@@ -74,7 +75,7 @@ func TestStubMemoBlobs(t *testing.T) {
 		t.Error("the rewrite after the loss sends other bytes")
 	}
 	for _, id := range first.Blobs {
-		if !d.HasBlob(id) {
+		if !d.HasBlob(context.Background(), id) {
 			t.Errorf("blob %s was not stored again", id)
 		}
 	}

@@ -61,6 +61,7 @@ package clear
 // checks over Anthropic, Responses and Chat Completions requests).
 
 import (
+	"context"
 	"github.com/ctxguard/ctxguard/internal/prompt"
 
 	"bytes"
@@ -492,7 +493,7 @@ func checkStubs(t testing.TB, where string, cur *requested, st store.Store, cach
 	}
 	seen := map[string]bool{}
 	blob := func(id string) ([]byte, bool) {
-		rc, err := st.OpenBlob(id)
+		rc, err := st.OpenBlob(context.Background(), id)
 		if err != nil {
 			return nil, false
 		}
@@ -613,7 +614,7 @@ func checkStubs(t testing.TB, where string, cur *requested, st store.Store, cach
 		inOrig[string(m[1])] = true
 	}
 	for _, m := range blobRef.FindAllSubmatch(cur.sent, -1) {
-		if id := string(m[1]); !inOrig[id] && !st.HasBlob(id) {
+		if id := string(m[1]); !inOrig[id] && !st.HasBlob(context.Background(), id) {
 			t.Errorf("%s: the rewrite names blob %s, which the store does not hold", where, id)
 		}
 		inOrig[string(m[1])] = true // checked

@@ -81,7 +81,7 @@ func (p *Pass) dropRun(r *pipeline.Request, a, b int) ([]splice.Edit, error) {
 	c := r.Conv
 	msgs := c.Messages
 	whole := splice.Span{Start: msgs[a].Span.Start, End: msgs[b].Span.End}
-	kept, err := p.blobs.KeepFrom(c.Bytes(whole), func([]byte) ([]byte, error) { return c.AppendTranscript(nil, a, b) })
+	kept, err := p.blobs.KeepFrom(r.Context(), c.Bytes(whole), func([]byte) ([]byte, error) { return c.AppendTranscript(nil, a, b) })
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package clear
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"strings"
@@ -82,7 +83,7 @@ func TestTrim(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := store.ID(want)
-		rc, err := st.OpenBlob(id)
+		rc, err := st.OpenBlob(context.Background(), id)
 		if err != nil {
 			t.Fatalf("run %v: blob %s: %v", rn, id, err)
 		}

@@ -43,7 +43,8 @@ type Pass struct {
 	log   *slog.Logger
 	now   func() time.Time
 
-	records recordCache
+	records store.Decisions[*record] // summaries, by span name
+	acts    store.Decisions[int]     // the request that first carried each
 	jobs    jobs
 }
 
@@ -81,7 +82,7 @@ func New(cfg Config, o Options) (*Pass, error) {
 		o.JobTimeout = 10 * time.Minute
 	}
 	p := &Pass{cfg: cfg, blobs: o.Blobs, sum: o.Summarizer, log: o.Log, now: o.Now}
-	p.records.init(1024)
+	p.initRecords()
 	p.jobs.init(p, o.JobTimeout)
 	return p, nil
 }
@@ -316,7 +317,7 @@ func (s *planState) step(at int, env *pipeline.Env) (wrote bool, err error) {
 			return false, nil
 		}
 		key := s.pending.key
-		rec, err := s.p.records.get(s.p.blobs.Store, key)
+		rec, err := s.p.get(s.r.Context(), key)
 		if err != nil {
 			return false, err
 		}
@@ -325,7 +326,7 @@ func (s *planState) step(at int, env *pipeline.Env) (wrote bool, err error) {
 		// what they sent.
 		act := 0
 		if rec != nil {
-			if act, err = s.p.records.activation(s.p.blobs.Store, key); err != nil {
+			if act, err = s.p.activation(s.r.Context(), key); err != nil {
 				return false, err
 			}
 		}
@@ -341,7 +342,7 @@ func (s *planState) step(at int, env *pipeline.Env) (wrote bool, err error) {
 				act = 0 // written now; activated below
 			}
 			if act == 0 {
-				if act, err = s.p.records.activate(s.p.blobs.Store, key, at); err != nil {
+				if act, err = s.p.activate(s.r.Context(), key, at); err != nil {
 					return false, err
 				}
 				// The history is replayed again with it (the caller).
@@ -483,7 +484,7 @@ func (s *planState) summary(cur int, env *pipeline.Env) (*record, error) {
 	}
 	// No summary in time: the extractive one, unless a model's landed
 	// meanwhile (the first record written wins).
-	return s.p.put(s.pending.key, s.extractive())
+	return s.p.put(s.r.Context(), s.pending.key, s.extractive())
 }
 
 // spanInput is what summarizing the pending span needs, copied out of the
@@ -518,7 +519,7 @@ func (s *planState) extractive() *record {
 		in = &spanInput{from: s.first, to: s.pending.end}
 	}
 	text := Extract(c, in.from, in.to, in.prevSummary, s.lim.target)
-	rec := s.p.newRecord(in, text, "", tokens.EstimateText(in.prevSummary)+tokens.Estimate(in.transcript), tokens.EstimateText(text))
+	rec := s.p.newRecord(s.r.Context(), in, text, "", tokens.EstimateText(in.prevSummary)+tokens.Estimate(in.transcript), tokens.EstimateText(text))
 	rec.Extractive = true
 	return rec
 }

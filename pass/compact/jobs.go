@@ -59,7 +59,7 @@ func (j *jobs) start(s *planState, env *pipeline.Env) *job {
 	if jb := j.m[key]; jb != nil {
 		return jb
 	}
-	if rec, err := p.records.get(p.blobs.Store, key); err != nil || rec != nil {
+	if rec, err := p.get(s.r.Context(), key); err != nil || rec != nil {
 		return nil // written already (by another process on the store)
 	}
 	now := p.now()
@@ -112,7 +112,7 @@ func (j *jobs) run(key string, jb *job, in *spanInput, req *Job) {
 		if sum.InputTokens > 0 {
 			inTok = sum.InputTokens
 		}
-		rec, err = p.put(key, p.newRecord(in, sum.Text, sum.Model, inTok, sum.OutputTokens))
+		rec, err = p.put(ctx, key, p.newRecord(ctx, in, sum.Text, sum.Model, inTok, sum.OutputTokens))
 	}
 	j.mu.Lock()
 	if err != nil {

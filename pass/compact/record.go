@@ -1,13 +1,13 @@
 package compact
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/ctxguard/ctxguard/conversation"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
@@ -53,8 +53,8 @@ type Record struct {
 
 // ReadRecord returns the compaction record stored under key (a store
 // key starting "compact/"), for reports and replays.
-func ReadRecord(st store.Store, key string) (Record, error) {
-	b, err := st.Get(key)
+func ReadRecord(ctx context.Context, st store.Store, key string) (Record, error) {
+	b, err := st.Get(ctx, key)
 	if err != nil {
 		return Record{}, err
 	}
@@ -67,12 +67,12 @@ func ReadRecord(st store.Store, key string) (Record, error) {
 
 // newRecord renders the record of a span's summary: the originals of the
 // span go to a blob (those of earlier spans are named again).
-func (p *Pass) newRecord(in *spanInput, summary, model string, inTok, outTok int) *record {
+func (p *Pass) newRecord(ctx context.Context, in *spanInput, summary, model string, inTok, outTok int) *record {
 	rec := &record{Summary: strings.TrimSpace(summary), Model: model, InputTokens: inTok, OutputTokens: outTok, Messages: in.count}
 	rec.Blobs = append(rec.Blobs, in.prevBlobs...)
 	var where string
 	if len(in.transcript) > 0 {
-		if k, err := p.blobs.Keep(in.transcript); err == nil {
+		if k, err := p.blobs.Keep(ctx, in.transcript); err == nil {
 			rec.Blobs = append(rec.Blobs, k.ID)
 		} else {
 			p.log.Warn("compact: keeping the originals of a summarized span", "err", err)
@@ -92,118 +92,72 @@ func (p *Pass) newRecord(in *spanInput, summary, model string, inTok, outTok int
 }
 
 // put stores rec under key unless a record is there already, and returns
-// the record that is stored: the first one written wins, so every request
-// and every process sends the same summary. Within a process it is
-// atomic; across processes on one store the first Put wins for a reader
-// that reads after both (see store.Store).
-func (p *Pass) put(key string, rec *record) (*record, error) {
-	p.records.mu.Lock()
-	defer p.records.mu.Unlock()
-	if got, err := p.records.getLocked(p.blobs.Store, key); err != nil || got != nil {
-		return got, err
-	}
-	b, err := json.Marshal(rec)
+// the record that is stored: the first one written wins (atomically, for
+// every process on the store), so every request and every process sends
+// the same summary.
+func (p *Pass) put(ctx context.Context, key string, rec *record) (*record, error) {
+	got, err := p.records.Decide(ctx, key, rec)
 	if err != nil {
-		return nil, err
-	}
-	if err := p.blobs.Store.Put(key, b); err != nil {
 		return nil, fmt.Errorf("compact: storing a summary: %w", err)
 	}
-	p.records.addLocked(key, rec)
-	return rec, nil
+	return got, nil
 }
 
-// recordCache keeps decoded records in memory, bounded in count. Records
-// never change once written, so a cached one is always right.
-type recordCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]*record
-	act map[string]int // activations read or written
+// get returns the record under key, nil when there is none.
+func (p *Pass) get(ctx context.Context, key string) (*record, error) {
+	r, ok, err := p.records.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("compact: reading a summary: %w", err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	return r, nil
 }
-
-func (c *recordCache) init(max int) { c.max, c.m, c.act = max, map[string]*record{}, map[string]int{} }
 
 // activation returns the request (its message count) that first carried
 // the summary under key, or 0 when none did yet.
-func (c *recordCache) activation(st store.Store, key string) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.activationLocked(st, key)
-}
-
-func (c *recordCache) activationLocked(st store.Store, key string) (int, error) {
-	if n := c.act[key]; n > 0 {
-		return n, nil
-	}
-	b, err := st.Get(key + "/at")
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil
-	}
+func (p *Pass) activation(ctx context.Context, key string) (int, error) {
+	n, _, err := p.acts.Get(ctx, key+"/at")
 	if err != nil {
 		return 0, fmt.Errorf("compact: reading a summary's activation: %w", err)
 	}
-	n, err := strconv.Atoi(string(b))
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("compact: the activation of %s does not decode", key)
-	}
-	if len(c.act) >= c.max {
-		clear(c.act)
-	}
-	c.act[key] = n
 	return n, nil
 }
 
 // activate records that request at is the first to carry the summary
 // under key, unless one is recorded already, and returns the recorded
 // one. Like records, an activation is written once.
-func (c *recordCache) activate(st store.Store, key string, at int) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n, err := c.activationLocked(st, key); err != nil || n > 0 {
-		return n, err
-	}
-	if err := st.Put(key+"/at", []byte(strconv.Itoa(at))); err != nil {
+func (p *Pass) activate(ctx context.Context, key string, at int) (int, error) {
+	n, err := p.acts.Decide(ctx, key+"/at", at)
+	if err != nil {
 		return 0, fmt.Errorf("compact: storing a summary's activation: %w", err)
 	}
-	if len(c.act) >= c.max {
-		clear(c.act)
-	}
-	c.act[key] = at
-	return at, nil
+	return n, nil
 }
 
-// get returns the record under key, nil when there is none.
-func (c *recordCache) get(st store.Store, key string) (*record, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.getLocked(st, key)
-}
-
-func (c *recordCache) getLocked(st store.Store, key string) (*record, error) {
-	if r := c.m[key]; r != nil {
-		return r, nil
-	}
-	b, err := st.Get(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("compact: reading a summary: %w", err)
-	}
-	var r record
-	if err := json.Unmarshal(b, &r); err != nil || r.Text == "" || r.Tokens <= 0 {
-		// A record that does not decode is not ours to use; the span
-		// is summarized again under the same name only if it is gone.
-		return nil, fmt.Errorf("compact: the stored summary %s does not decode", key)
-	}
-	c.addLocked(key, &r)
-	return &r, nil
-}
-
-func (c *recordCache) addLocked(key string, r *record) {
-	if len(c.m) >= c.max {
-		clear(c.m)
-	}
-	c.m[key] = r
+// initRecords sets up the caches of records and activations over the
+// store; both are decided once (store.Decisions).
+func (p *Pass) initRecords() {
+	st := p.blobs.Store
+	every := store.RefreshInterval(p.blobs.TTL)
+	p.records = store.Decisions[*record]{Store: st, Max: 1024, Refresh: every, Now: p.now,
+		Encode: func(r *record) ([]byte, error) { return json.Marshal(r) },
+		Decode: func(b []byte) (*record, error) {
+			var r record
+			if err := json.Unmarshal(b, &r); err != nil || r.Text == "" || r.Tokens <= 0 {
+				// A record that does not decode is not ours to use.
+				return nil, errors.New("the stored summary does not decode")
+			}
+			return &r, nil
+		}}
+	p.acts = store.Decisions[int]{Store: st, Max: 1024, Refresh: every, Now: p.now,
+		Encode: func(n int) ([]byte, error) { return strconv.AppendInt(nil, int64(n), 10), nil },
+		Decode: func(b []byte) (int, error) {
+			n, err := strconv.Atoi(string(b))
+			if err != nil || n <= 0 {
+				return 0, errors.New("the stored activation does not decode")
+			}
+			return n, nil
+		}}
 }

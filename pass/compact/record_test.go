@@ -1,6 +1,7 @@
 package compact
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -15,10 +16,10 @@ func TestReadRecord(t *testing.T) {
 	st := store.NewMemory()
 	in := record{Text: "[compacted 4 messages]\nthe summary", Summary: "the summary", Messages: 4, Tokens: 9, Model: "m", InputTokens: 100, OutputTokens: 10}
 	b, _ := json.Marshal(in)
-	if err := st.Put("compact/k", b); err != nil {
+	if err := st.Put(context.Background(), "compact/k", b); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadRecord(st, "compact/k")
+	got, err := ReadRecord(context.Background(), st, "compact/k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func TestReadRecord(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if _, err := ReadRecord(st, "compact/none"); err == nil {
+	if _, err := ReadRecord(context.Background(), st, "compact/none"); err == nil {
 		t.Error("a missing record read without error")
 	}
 }

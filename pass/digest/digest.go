@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ctxguard/ctxguard/conversation"
@@ -84,8 +83,7 @@ type Pass struct {
 	sum   compact.Summarizer
 	log   *slog.Logger
 
-	mu    sync.Mutex
-	cache map[string]*record // records read or written, bounded
+	records store.Decisions[*record] // judged results, decided once
 }
 
 // record is a judged result: the text that replaces it, or Keep.
@@ -107,7 +105,17 @@ func New(cfg Config, blobs *store.Blobs, sum compact.Summarizer, log *slog.Logge
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pass{cfg: cfg, blobs: blobs, sum: sum, log: log, cache: map[string]*record{}}, nil
+	p := &Pass{cfg: cfg, blobs: blobs, sum: sum, log: log}
+	p.records = store.Decisions[*record]{Store: blobs.Store, Refresh: store.RefreshInterval(blobs.TTL), Now: blobs.Now,
+		Encode: func(r *record) ([]byte, error) { return json.Marshal(r) },
+		Decode: func(b []byte) (*record, error) {
+			var r record
+			if err := json.Unmarshal(b, &r); err != nil || (!r.Keep && r.Text == "") {
+				return nil, errors.New("digest: a stored record does not decode")
+			}
+			return &r, nil
+		}}
+	return p, nil
 }
 
 // Name implements pipeline.Pass.
@@ -141,7 +149,7 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 			}
 			call := &c.Messages[b.Call[0]].Blocks[b.Call[1]]
 			key := p.key(c, call, cur)
-			rec, err := p.get(key)
+			rec, err := p.get(r.Context(), key)
 			if err != nil {
 				return nil, err
 			}
@@ -201,17 +209,13 @@ func (p *Pass) judge(r *pipeline.Request, key string, c *conversation.Conversati
 		Input:     "Tool: " + c.ToolName(b) + "\nArguments: " + string(input) + "\n\n<output>\n" + string(text) + "\n</output>",
 		MaxTokens: p.cfg.MaxTokens,
 	}
-	ctx := r.Ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Wait)
+	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.Wait)
 	defer cancel()
 	sum, err := p.sum.Summarize(ctx, job)
 	job.Header = nil
 	rec := &record{Keep: true}
 	if err == nil && strings.TrimSpace(sum.Text) != "" {
-		k, kerr := p.blobs.Keep(text)
+		k, kerr := p.blobs.Keep(r.Context(), text)
 		if kerr == nil {
 			rec = &record{Blob: k.ID, Text: fmt.Sprintf("[ctxguard had a small model read this %s result (%s chars) and answer the call's request; the full result is in blob %s: %s]\n\n%s",
 				c.ToolName(b), stub.Size(k.Chars), k.ID, p.blobs.Howto(), strings.TrimSpace(sum.Text))}
@@ -222,7 +226,7 @@ func (p *Pass) judge(r *pipeline.Request, key string, c *conversation.Conversati
 	if ctx.Err() != nil && r.Ctx != nil && r.Ctx.Err() != nil {
 		return nil // the client went away: decide next time
 	}
-	got, err := p.put(key, rec)
+	got, err := p.records.Decide(r.Context(), key, rec)
 	if err != nil {
 		return nil
 	}
@@ -231,51 +235,11 @@ func (p *Pass) judge(r *pipeline.Request, key string, c *conversation.Conversati
 
 const systemPrompt = `You read the output of a tool an AI coding agent called, and answer for the agent. The tool's arguments say what the agent wanted (a prompt, a question, a query): answer exactly that, using only the output. Keep every fact, number, name, URL, code snippet and error message the agent may need, verbatim where it matters. Say so if the output does not answer it. Keep it under about %d tokens. Answer with the answer only.`
 
-func (p *Pass) get(key string) (*record, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.getLocked(key)
-}
-
-func (p *Pass) getLocked(key string) (*record, error) {
-	if r := p.cache[key]; r != nil {
-		return r, nil
-	}
-	b, err := p.blobs.Store.Get(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+// get returns the record under key, nil when there is none.
+func (p *Pass) get(ctx context.Context, key string) (*record, error) {
+	r, ok, err := p.records.Get(ctx, key)
+	if err != nil || !ok {
 		return nil, err
 	}
-	var r record
-	if err := json.Unmarshal(b, &r); err != nil || (!r.Keep && r.Text == "") {
-		return nil, fmt.Errorf("digest: the record %s does not decode", key)
-	}
-	p.addLocked(key, &r)
-	return &r, nil
-}
-
-func (p *Pass) put(key string, r *record) (*record, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if got, err := p.getLocked(key); err != nil || got != nil {
-		return got, err
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.blobs.Store.Put(key, b); err != nil {
-		return nil, err
-	}
-	p.addLocked(key, r)
 	return r, nil
-}
-
-func (p *Pass) addLocked(key string, r *record) {
-	if len(p.cache) >= 4096 {
-		clear(p.cache)
-	}
-	p.cache[key] = r
 }

@@ -207,7 +207,7 @@ func (p *Pass) excluded(c *conversation.Conversation, b *conversation.Block) boo
 // replaces the part with a preview of its current text.
 func (p *Pass) persist(r *pipeline.Request, cd candidate) (splice.Edit, error) {
 	c := r.Conv
-	ref, err := p.blobs.KeepFrom(c.Bytes(cd.part.Text), func(raw []byte) ([]byte, error) { return jsonscan.AppendUnquote(nil, raw) })
+	ref, err := p.blobs.KeepFrom(r.Context(), c.Bytes(cd.part.Text), func(raw []byte) ([]byte, error) { return jsonscan.AppendUnquote(nil, raw) })
 	if err != nil {
 		return splice.Edit{}, err
 	}

@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -134,7 +135,7 @@ func TestPersist(t *testing.T) {
 				orig := strings.TrimPrefix(before[i], "text:")
 				id := store.ID([]byte(orig))
 				ids = append(ids, id)
-				rc, err := st.OpenBlob(id)
+				rc, err := st.OpenBlob(context.Background(), id)
 				if err != nil {
 					t.Fatalf("blob %s: %v", id, err)
 				}
@@ -172,7 +173,7 @@ func TestPersist(t *testing.T) {
 
 type failingStore struct{ store.Store }
 
-func (failingStore) PutBlob(string, []byte) error { return errors.New("disk full") }
+func (failingStore) PutBlob(context.Context, string, []byte) error { return errors.New("disk full") }
 
 func TestFailOpen(t *testing.T) {
 	orig := body("Bash", str(60_000, "x"))

@@ -10,9 +10,11 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -81,15 +83,15 @@ type Counter struct {
 }
 
 // PutBlob counts and calls the Store's.
-func (c *Counter) PutBlob(id string, data []byte) error {
+func (c *Counter) PutBlob(ctx context.Context, id string, data []byte) error {
 	c.Puts.Add(1)
-	return c.Store.PutBlob(id, data)
+	return c.Store.PutBlob(ctx, id, data)
 }
 
 // TouchBlob counts and calls the Store's.
-func (c *Counter) TouchBlob(id string) error {
+func (c *Counter) TouchBlob(ctx context.Context, id string) error {
 	c.Touches.Add(1)
-	return c.Store.TouchBlob(id)
+	return c.Store.TouchBlob(ctx, id)
 }
 
 // epoch is where every test's clock starts: a fixed time, far from now,
@@ -108,6 +110,9 @@ func Run(t *testing.T, open Open) {
 		{"NoRetention", testNoRetention},
 		{"Sweep", testSweep},
 		{"Concurrent", testConcurrent},
+		{"PutIfAbsent", testPutIfAbsent},
+		{"Ping", testPing},
+		{"Files", testFiles},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, open) })
 	}
@@ -128,7 +133,7 @@ func openStore(t *testing.T, open Open, ttl time.Duration) (store.Store, *Clock)
 // read returns a blob's content, or fails the test.
 func read(t *testing.T, s store.Store, id string) []byte {
 	t.Helper()
-	rc, err := s.OpenBlob(id)
+	rc, err := s.OpenBlob(context.Background(), id)
 	if err != nil {
 		t.Fatalf("OpenBlob(%s): %v", id, err)
 	}
@@ -154,29 +159,29 @@ func testBlobs(t *testing.T, open Open) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := store.ID(tc.data)
-			if s.HasBlob(id) {
+			if s.HasBlob(context.Background(), id) {
 				t.Fatal("HasBlob true before PutBlob")
 			}
-			if _, err := s.OpenBlob(id); !errors.Is(err, store.ErrNotFound) {
+			if _, err := s.OpenBlob(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("OpenBlob of an absent blob: err %v, want ErrNotFound", err)
 			}
-			if err := s.TouchBlob(id); !errors.Is(err, store.ErrNotFound) {
+			if err := s.TouchBlob(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("TouchBlob of an absent blob: err %v, want ErrNotFound", err)
 			}
-			if err := s.PutBlob(id, tc.data); err != nil {
+			if err := s.PutBlob(context.Background(), id, tc.data); err != nil {
 				t.Fatal(err)
 			}
-			if !s.HasBlob(id) {
+			if !s.HasBlob(context.Background(), id) {
 				t.Fatal("HasBlob false after PutBlob")
 			}
 			if got := read(t, s, id); !bytes.Equal(got, tc.data) {
 				t.Errorf("read %d bytes, not the %d put: %.200q", len(got), len(tc.data), got)
 			}
-			if err := s.TouchBlob(id); err != nil {
+			if err := s.TouchBlob(context.Background(), id); err != nil {
 				t.Errorf("TouchBlob: %v", err)
 			}
 			// Idempotent: a second put keeps the content.
-			if err := s.PutBlob(id, tc.data); err != nil {
+			if err := s.PutBlob(context.Background(), id, tc.data); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(read(t, s, id), tc.data) {
@@ -195,19 +200,19 @@ func testBadIDs(t *testing.T, open Open) {
 		"../" + good[3:], good[:6] + "/" + good[7:], good[:12] + ".", "é" + good[2:],
 	} {
 		t.Run(fmt.Sprintf("%q", bad), func(t *testing.T) {
-			if err := s.PutBlob(bad, data); !errors.Is(err, store.ErrBadID) {
+			if err := s.PutBlob(context.Background(), bad, data); !errors.Is(err, store.ErrBadID) {
 				t.Errorf("PutBlob err %v, want ErrBadID", err)
 			}
-			if _, err := s.OpenBlob(bad); !errors.Is(err, store.ErrBadID) {
+			if _, err := s.OpenBlob(context.Background(), bad); !errors.Is(err, store.ErrBadID) {
 				t.Errorf("OpenBlob err %v, want ErrBadID", err)
 			}
-			if err := s.TouchBlob(bad); !errors.Is(err, store.ErrBadID) {
+			if err := s.TouchBlob(context.Background(), bad); !errors.Is(err, store.ErrBadID) {
 				t.Errorf("TouchBlob err %v, want ErrBadID", err)
 			}
-			if s.HasBlob(bad) {
+			if s.HasBlob(context.Background(), bad) {
 				t.Error("HasBlob true")
 			}
-			if p := s.BlobPath(bad); p != "" {
+			if p := store.BlobPath(s, bad); p != "" {
 				t.Errorf("BlobPath %q, want empty", p)
 			}
 		})
@@ -218,21 +223,21 @@ func testRecords(t *testing.T, open Open) {
 	s, _ := openStore(t, open, 0)
 	keys := []string{"calibration", "session/abc", "", "../../x", "ключ", "a\x00b"}
 	for _, k := range keys {
-		if _, err := s.Get(k); !errors.Is(err, store.ErrNotFound) {
+		if _, err := s.Get(context.Background(), k); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Get(%q) before Put: err %v, want ErrNotFound", k, err)
 		}
 	}
 	for i, k := range keys {
-		if err := s.Put(k, []byte(fmt.Sprint("value ", i))); err != nil {
+		if err := s.Put(context.Background(), k, []byte(fmt.Sprint("value ", i))); err != nil {
 			t.Fatalf("Put(%q): %v", k, err)
 		}
 	}
-	if err := s.Put("calibration", []byte(`{"f":1.1}`)); err != nil { // overwrite
+	if err := s.Put(context.Background(), "calibration", []byte(`{"f":1.1}`)); err != nil { // overwrite
 		t.Fatal(err)
 	}
 	got := map[string]string{}
 	for _, k := range keys {
-		v, err := s.Get(k)
+		v, err := s.Get(context.Background(), k)
 		if err != nil {
 			t.Fatalf("Get(%q): %v", k, err)
 		}
@@ -243,7 +248,7 @@ func testRecords(t *testing.T, open Open) {
 		t.Errorf("records (-want +got):\n%s", diff)
 	}
 	// Records and blobs do not share a name space.
-	if s.HasBlob(store.ID([]byte("value 1"))) {
+	if s.HasBlob(context.Background(), store.ID([]byte("value 1"))) {
 		t.Error("a record shows up as a blob")
 	}
 }
@@ -252,11 +257,11 @@ func testNoRetention(t *testing.T, open Open) {
 	s, _ := openStore(t, open, 0)
 	data := []byte("the caller's buffer")
 	id := store.ID(data)
-	if err := s.PutBlob(id, data); err != nil {
+	if err := s.PutBlob(context.Background(), id, data); err != nil {
 		t.Fatal(err)
 	}
 	val := []byte("record value")
-	if err := s.Put("k", val); err != nil {
+	if err := s.Put(context.Background(), "k", val); err != nil {
 		t.Fatal(err)
 	}
 	copy(data, "XXXXXXXXXXXXXXXXXXX")
@@ -264,7 +269,7 @@ func testNoRetention(t *testing.T, open Open) {
 	if got := read(t, s, id); string(got) != "the caller's buffer" {
 		t.Errorf("blob %q: the store kept the caller's slice", got)
 	}
-	got, err := s.Get("k")
+	got, err := s.Get(context.Background(), "k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +277,7 @@ func testNoRetention(t *testing.T, open Open) {
 		t.Errorf("record %q: the store kept the caller's slice", got)
 	}
 	copy(got, "ZZZZZZ") // nor does it hand out its own memory
-	if again, _ := s.Get("k"); string(again) != "record value" {
+	if again, _ := s.Get(context.Background(), "k"); string(again) != "record value" {
 		t.Errorf("record %q after the caller changed what Get returned", again)
 	}
 	b := read(t, s, id)
@@ -288,36 +293,25 @@ func testSweep(t *testing.T, open Open) {
 	s, clk := openStore(t, open, ttl)
 	blob := func(name string) string {
 		id := store.ID([]byte(name))
-		if err := s.PutBlob(id, []byte(name)); err != nil {
+		if err := s.PutBlob(context.Background(), id, []byte(name)); err != nil {
 			t.Fatal(err)
 		}
 		return id
 	}
 	t0 := clk.Now()
 	used, unused, reput := blob("used"), blob("unused"), blob("put again")
-	if err := s.Put("rec", []byte("r")); err != nil {
-		t.Fatal(err)
-	}
 	clk.Advance(ttl / 2)
-	if err := s.TouchBlob(used); err != nil {
+	if err := s.TouchBlob(context.Background(), used); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutBlob(reput, []byte("put again")); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Put("rec2", []byte("r2")); err != nil {
+	if err := s.PutBlob(context.Background(), reput, []byte("put again")); err != nil {
 		t.Fatal(err)
 	}
 	present := func() []string {
 		var out []string
 		for _, id := range []string{used, unused, reput} {
-			if s.HasBlob(id) {
+			if s.HasBlob(context.Background(), id) {
 				out = append(out, id)
-			}
-		}
-		for _, k := range []string{"rec", "rec2"} {
-			if _, err := s.Get(k); err == nil {
-				out = append(out, k)
 			}
 		}
 		return out
@@ -328,17 +322,16 @@ func testSweep(t *testing.T, open Open) {
 		want    []string
 	}{
 		// Nothing is older than the TTL.
-		{ttl, 0, []string{used, unused, reput, "rec", "rec2"}},
-		// "rec" is older than the TTL; "unused" is too, but a blob
-		// gets RefreshInterval(ttl) more.
-		{ttl + time.Second, 1, []string{used, unused, reput, "rec2"}},
-		{ttl + every, 0, []string{used, unused, reput, "rec2"}},
-		{ttl + every + time.Second, 1, []string{used, reput, "rec2"}},
+		{ttl, 0, []string{used, unused, reput}},
+		// "unused" is older than the TTL, but a blob gets
+		// RefreshInterval(ttl) more.
+		{ttl + every, 0, []string{used, unused, reput}},
+		{ttl + every + time.Second, 1, []string{used, reput}},
 		// Touched or put again at ttl/2: their age runs from then.
-		{ttl/2 + ttl + time.Second, 1, []string{used, reput}},
+		{ttl/2 + ttl + every, 0, []string{used, reput}},
 		{ttl/2 + ttl + every + time.Second, 2, nil},
 	} {
-		n, err := s.Sweep(t0.Add(step.at))
+		n, err := s.Sweep(context.Background(), t0.Add(step.at))
 		if err != nil {
 			t.Fatalf("Sweep at t0+%v: %v", step.at, err)
 		}
@@ -349,14 +342,44 @@ func testSweep(t *testing.T, open Open) {
 			t.Errorf("after Sweep at t0+%v (-want +got):\n%s", step.at, diff)
 		}
 	}
+
+	// Records live TTL after their last Put, Get or PutIfAbsent.
+	r, rclk := openStore(t, open, ttl)
+	ctx := context.Background()
+	r0 := rclk.Now()
+	for _, k := range []string{"put", "got", "again"} {
+		if err := r.Put(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rclk.Advance(ttl / 2)
+	if _, err := r.Get(ctx, "got"); err != nil {
+		t.Fatal(err)
+	}
+	if _, stored, err := r.PutIfAbsent(ctx, "again", []byte("other")); err != nil || stored {
+		t.Fatalf("PutIfAbsent over a record: stored %v, err %v", stored, err)
+	}
+	if n, err := r.Sweep(ctx, r0.Add(ttl)); n != 0 || err != nil {
+		t.Errorf("Sweep at t0+ttl removed %d (err %v), want 0", n, err)
+	}
+	if n, err := r.Sweep(ctx, r0.Add(ttl+time.Second)); n != 1 || err != nil {
+		t.Errorf("Sweep at t0+ttl+1s removed %d (err %v), want 1: the record only Put", n, err)
+	}
+	if _, err := r.Get(ctx, "put"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get of the swept record: err %v, want ErrNotFound", err)
+	}
+	if n, err := r.Sweep(ctx, r0.Add(ttl/2+ttl+time.Second)); n != 2 || err != nil {
+		t.Errorf("Sweep at t0+ttl/2+ttl+1s removed %d (err %v), want 2", n, err)
+	}
+
 	// A TTL of 0 keeps everything.
 	forever, clk2 := openStore(t, open, 0)
 	id := store.ID([]byte("kept"))
-	if err := forever.PutBlob(id, []byte("kept")); err != nil {
+	if err := forever.PutBlob(context.Background(), id, []byte("kept")); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := forever.Sweep(clk2.Now().Add(100 * 365 * 24 * time.Hour)); n != 0 || err != nil || !forever.HasBlob(id) {
-		t.Errorf("TTL 0: Sweep removed %d (err %v), blob present %v", n, err, forever.HasBlob(id))
+	if n, err := forever.Sweep(context.Background(), clk2.Now().Add(100*365*24*time.Hour)); n != 0 || err != nil || !forever.HasBlob(context.Background(), id) {
+		t.Errorf("TTL 0: Sweep removed %d (err %v), blob present %v", n, err, forever.HasBlob(context.Background(), id))
 	}
 }
 
@@ -373,15 +396,15 @@ func testConcurrent(t *testing.T, open Open) {
 		go func() {
 			defer wg.Done()
 			for i := range 20 {
-				if err := s.PutBlob(id, data); err != nil {
+				if err := s.PutBlob(context.Background(), id, data); err != nil {
 					t.Error(err)
 					return
 				}
-				if err := s.TouchBlob(id); err != nil {
+				if err := s.TouchBlob(context.Background(), id); err != nil {
 					t.Error(err)
 					return
 				}
-				if rc, err := s.OpenBlob(id); err != nil {
+				if rc, err := s.OpenBlob(context.Background(), id); err != nil {
 					t.Error(err)
 				} else {
 					b, _ := io.ReadAll(rc)
@@ -391,17 +414,112 @@ func testConcurrent(t *testing.T, open Open) {
 					}
 				}
 				key := fmt.Sprint("w", w)
-				if err := s.Put(key, []byte(fmt.Sprint(i))); err != nil {
+				if err := s.Put(context.Background(), key, []byte(fmt.Sprint(i))); err != nil {
 					t.Error(err)
 				}
-				if v, err := s.Get(key); err != nil || string(v) != fmt.Sprint(i) {
+				if v, err := s.Get(context.Background(), key); err != nil || string(v) != fmt.Sprint(i) {
 					t.Errorf("Get(%s) = %q, %v; want %d", key, v, err, i)
 				}
-				if _, err := s.Sweep(clk.Now()); err != nil {
+				if _, err := s.Sweep(context.Background(), clk.Now()); err != nil {
 					t.Error(err)
 				}
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+func testPutIfAbsent(t *testing.T, open Open) {
+	s, _ := openStore(t, open, time.Hour)
+	ctx := context.Background()
+	val := []byte("first")
+	cur, stored, err := s.PutIfAbsent(ctx, "once", val)
+	if err != nil || !stored || string(cur) != "first" {
+		t.Fatalf("PutIfAbsent of a new key = %q, %v, %v; want \"first\", true, nil", cur, stored, err)
+	}
+	copy(val, "XXXXX")
+	copy(cur, "YYYYY")
+	cur, stored, err = s.PutIfAbsent(ctx, "once", []byte("second"))
+	if err != nil || stored || string(cur) != "first" {
+		t.Fatalf("PutIfAbsent of a present key = %q, %v, %v; want \"first\", false, nil", cur, stored, err)
+	}
+	if got, err := s.Get(ctx, "once"); err != nil || string(got) != "first" {
+		t.Errorf("Get after PutIfAbsent = %q, %v", got, err)
+	}
+	// A record Put is present for PutIfAbsent too.
+	if err := s.Put(ctx, "put", []byte("p")); err != nil {
+		t.Fatal(err)
+	}
+	if cur, stored, err := s.PutIfAbsent(ctx, "put", []byte("q")); err != nil || stored || string(cur) != "p" {
+		t.Errorf("PutIfAbsent over a Put record = %q, %v, %v", cur, stored, err)
+	}
+
+	// Racing writers: exactly one stores, and all see its value.
+	const n = 16
+	for round := range 5 {
+		key := fmt.Sprint("race/", round)
+		var wg sync.WaitGroup
+		var wins atomic.Int32
+		seen := make([]string, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cur, stored, err := s.PutIfAbsent(ctx, key, []byte(fmt.Sprint("writer ", i)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if stored {
+					wins.Add(1)
+				}
+				seen[i] = string(cur)
+			}()
+		}
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Errorf("round %d: %d writers stored, want 1", round, wins.Load())
+		}
+		for i := 1; i < n; i++ {
+			if seen[i] != seen[0] {
+				t.Errorf("round %d: writers saw %q and %q", round, seen[0], seen[i])
+				break
+			}
+		}
+	}
+}
+
+func testPing(t *testing.T, open Open) {
+	s, _ := openStore(t, open, 0)
+	if err := s.Ping(context.Background()); err != nil {
+		t.Errorf("Ping of an open store: %v", err)
+	}
+}
+
+// testFiles checks the optional Files capability: a store that names
+// files must keep each blob in the file it names; one that does not
+// names none.
+func testFiles(t *testing.T, open Open) {
+	s, _ := openStore(t, open, 0)
+	ctx := context.Background()
+	data := []byte("blob in a file\n")
+	id := store.ID(data)
+	if err := s.PutBlob(ctx, id, data); err != nil {
+		t.Fatal(err)
+	}
+	f, ok := s.(store.Files)
+	if !ok {
+		if p, d := store.BlobPath(s, id), store.BlobDir(s); p != "" || d != "" {
+			t.Errorf("a store without files names %q, %q", p, d)
+		}
+		return
+	}
+	p := f.BlobPath(id)
+	if p != filepath.Join(f.BlobDir(), id+".txt") {
+		t.Errorf("BlobPath %q is not BlobDir()/<id>.txt (BlobDir %q)", p, f.BlobDir())
+	}
+	got, err := os.ReadFile(p)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("reading %s: %q, %v; want the blob", p, got, err)
+	}
 }
