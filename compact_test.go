@@ -361,6 +361,67 @@ func TestCompactionRestartSameBytes(t *testing.T) {
 	}
 }
 
+// TestCompactionFleet: two Guards on one store (two instances behind a
+// round-robin balancer) take a session's requests in turn. While one asks
+// a model for a span's summary, the other does not ask again (it watches
+// the store for the summary under the first one's lease), and once the
+// summary lands both send it: every span is summarized once, by one of
+// them.
+func TestCompactionFleet(t *testing.T) {
+	st := store.NewMemory()
+	release := make(chan struct{})
+	sa := &ctlSummarizer{mode: "block", release: release}
+	sb := &ctlSummarizer{mode: "block", release: release}
+	cfg := smallWindow()
+	cfg.Compact.Wait = time.Minute
+	guards := []*Guard{
+		newGuard(t, cfg, WithStore(st), WithSummarizer(sa)),
+		newGuard(t, cfg, WithStore(st), WithSummarizer(sb)),
+	}
+	calls := func() int { return sa.count() + sb.count() }
+	seen := map[string]bool{}
+	blocked := -1 // the request at which a summary call first blocked
+	for i, b := range compactionStream(t) {
+		g := guards[i%2]
+		done := make(chan Result, 1)
+		go func() { done <- g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, b) }()
+		var res Result
+		select {
+		case res = <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("request %d: no answer in a minute", i)
+		}
+		if summaryOf(res.Body) == "llm" {
+			seen[summaryText(res.Body)] = true
+		}
+		switch {
+		case blocked < 0 && calls() > 0:
+			blocked = i
+		case blocked >= 0 && i == blocked+3:
+			// Three more requests, both Guards, while the first call
+			// is held: nobody asked again.
+			if n := calls(); n != 1 {
+				t.Fatalf("%d summarizer calls while the first was being written: a span was summarized twice", n)
+			}
+			close(release)
+			for _, g := range guards {
+				g.compact.WaitIdle()
+			}
+		}
+		if blocked >= 0 && i > blocked+3 {
+			for _, g := range guards {
+				g.compact.WaitIdle()
+			}
+		}
+	}
+	if blocked < 0 || len(seen) < 2 {
+		t.Fatalf("first summary call at request %d, %d summaries sent: the session was not compacted twice", blocked, len(seen))
+	}
+	if n := calls(); n != len(seen) && n != len(seen)+1 {
+		t.Errorf("%d summarizer calls for %d summaries sent: a span was summarized twice", n, len(seen))
+	}
+}
+
 // BenchmarkCompactionSwap compares the request that swaps a prepared
 // summary in with the request before it, which does not: both on a Guard
 // that has seen the session's previous request (the incremental path) and

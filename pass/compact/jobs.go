@@ -2,6 +2,10 @@ package compact
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,10 +18,16 @@ import (
 const retryAfter = 5 * time.Minute
 
 // jobs runs summaries in the background, one per span at a time: two
-// requests of one session share one call.
+// requests of one session share one call, and so do processes on one
+// store. Before asking a model, a process takes the span's lease (a record
+// "<span>/lease" naming it and a deadline, written with PutIfAbsent); a
+// process that finds another's lease in force does not ask, but watches
+// the store for the summary until the lease's deadline. A lease whose
+// deadline passed (its process died) is taken over.
 type jobs struct {
 	p       *Pass
 	timeout time.Duration
+	owner   string // this process's name in leases
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -35,6 +45,9 @@ type job struct {
 
 func (j *jobs) init(p *Pass, timeout time.Duration) {
 	j.p, j.timeout = p, timeout
+	var b [8]byte
+	rand.Read(b[:])
+	j.owner = hex.EncodeToString(b[:])
 	j.ctx, j.cancel = context.WithCancel(context.Background())
 	j.m, j.failed = map[string]*job{}, map[string]time.Time{}
 }
@@ -73,6 +86,21 @@ func (j *jobs) start(s *planState, env *pipeline.Env) *job {
 		if !now.Before(t) {
 			delete(j.failed, k)
 		}
+	}
+	ctx := s.r.Context()
+	mine, until, err := j.lease(ctx, key, now)
+	if err != nil {
+		p.log.Warn("compact: taking a summary's lease", "span", key, "err", err)
+		return nil
+	}
+	if !mine {
+		// Another process asks a model for this span: watch for its
+		// summary.
+		jb := &job{done: make(chan struct{})}
+		j.m[key] = jb
+		j.wg.Add(1)
+		go j.watch(key, jb, until)
+		return jb
 	}
 	in, err := s.input()
 	if err != nil {
@@ -119,6 +147,68 @@ func (j *jobs) run(key string, jb *job, in *spanInput, req *Job) {
 		j.failed[key] = p.now().Add(retryAfter)
 		p.log.Warn("compact: the summarizer failed; the extractive summary serves if the session reaches the overflow line", "span", key, "err", err)
 	}
+	jb.rec = rec
+	delete(j.m, key)
+	j.mu.Unlock()
+	close(jb.done)
+}
+
+// lease takes the lease of the span named key, as of now, unless another
+// process holds it: then it returns false and the lease's deadline. The
+// lease lasts the job timeout.
+func (j *jobs) lease(ctx context.Context, key string, now time.Time) (mine bool, until time.Time, err error) {
+	st := j.p.blobs.Store
+	deadline := now.Add(j.timeout)
+	val := []byte(j.owner + " " + strconv.FormatInt(deadline.UnixMilli(), 10))
+	cur, stored, err := st.PutIfAbsent(ctx, key+"/lease", val)
+	if err != nil || stored {
+		return stored, deadline, err
+	}
+	owner, ms, _ := strings.Cut(string(cur), " ")
+	held, perr := strconv.ParseInt(ms, 10, 64)
+	until = time.UnixMilli(held)
+	if owner != j.owner && perr == nil && now.Before(until) {
+		return false, until, nil
+	}
+	// Ours from an earlier try, expired, or not a lease: take it, and
+	// read it back in case another process took it at the same time.
+	if err := st.Put(ctx, key+"/lease", val); err != nil {
+		return false, deadline, err
+	}
+	cur, err = st.Get(ctx, key+"/lease")
+	if err != nil {
+		return false, deadline, err
+	}
+	return string(cur) == string(val), deadline, nil
+}
+
+// leasePoll is how often a process watching another's summary looks for
+// it in the store.
+const leasePoll = 250 * time.Millisecond
+
+// watch waits for the summary of the span named key that another process
+// writes, until its lease ends (or the job timeout, or Close).
+func (j *jobs) watch(key string, jb *job, until time.Time) {
+	defer j.wg.Done()
+	p := j.p
+	ctx, cancel := context.WithTimeout(j.ctx, j.timeout)
+	defer cancel()
+	t := time.NewTicker(leasePoll)
+	defer t.Stop()
+	var rec *record
+	for rec == nil && p.now().Before(until) {
+		select {
+		case <-ctx.Done():
+			until = time.Time{}
+			continue
+		case <-t.C:
+		}
+		var err error
+		if rec, err = p.get(ctx, key); err != nil {
+			p.log.Warn("compact: reading a summary another process writes", "span", key, "err", err)
+		}
+	}
+	j.mu.Lock()
 	jb.rec = rec
 	delete(j.m, key)
 	j.mu.Unlock()
