@@ -103,6 +103,13 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.reqs...)
 }
 
+// Reset forgets the requests received so far.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	s.reqs = nil
+	s.mu.Unlock()
+}
+
 func (s *Server) id(prefix string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
