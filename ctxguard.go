@@ -813,7 +813,7 @@ func (g *Guard) Handler() (*proxy.Proxy, error) {
 
 // proxyTimeouts maps the configuration's timeouts (0 disables one) to the
 // proxy's (0 takes the default, negative disables). The others
-// (request_header, keep_alive, shutdown) bound the http.Server, which
+// (request_header, keep_alive, drain) bound the http.Server, which
 // the caller configures.
 func proxyTimeouts(t config.Timeouts) proxy.Timeouts {
 	return proxy.Timeouts{

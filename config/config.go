@@ -203,9 +203,18 @@ type Timeouts struct {
 	// if one write to it blocks this long, the answer is cut and the
 	// upstream request cancelled. Default 5m.
 	ClientWrite time.Duration `yaml:"client_write"`
-	// Shutdown bounds how long "serve" waits for requests in flight when
-	// asked to stop. Default 30s.
-	Shutdown time.Duration `yaml:"shutdown"`
+	// Drain bounds how long "serve", asked to stop (SIGTERM, SIGINT),
+	// waits for the requests in flight, streamed answers included: it
+	// stops accepting connections at once, lets those requests end, and
+	// when the time is up closes what is still open and exits with
+	// status 1. Default 30s; 0 waits as long as they take.
+	Drain time.Duration `yaml:"drain"`
+	// Shutdown is Drain's former name. A file that still sets it sets
+	// Drain (setting both is an error) and Warnings asks to rename it;
+	// YAML never prints it.
+	//
+	// Deprecated: use Drain.
+	Shutdown *time.Duration `yaml:"shutdown,omitempty"`
 }
 
 // Limits bound the memory ctxguard holds.
@@ -273,7 +282,7 @@ func DefaultTimeouts() Timeouts {
 		ResponseHeader: 10 * time.Minute,
 		Idle:           5 * time.Minute,
 		ClientWrite:    5 * time.Minute,
-		Shutdown:       30 * time.Second,
+		Drain:          30 * time.Second,
 	}
 }
 
@@ -309,6 +318,39 @@ var unknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type
 // Decode overlays the YAML document b on cfg. Keys the configuration does
 // not have are errors naming the key and its line; name prefixes them.
 func Decode(cfg *Config, b []byte, name string) error {
+	prevShutdown := cfg.Timeouts.Shutdown
+	cfg.Timeouts.Shutdown = nil
+	if err := decode(cfg, b, name); err != nil {
+		return err
+	}
+	if cfg.Timeouts.Shutdown == nil {
+		cfg.Timeouts.Shutdown = prevShutdown
+		return nil
+	}
+	// The deprecated timeouts.shutdown: it means timeouts.drain.
+	var probe struct {
+		Timeouts struct {
+			Drain *time.Duration `yaml:"drain"`
+		} `yaml:"timeouts"`
+	}
+	if yaml.Unmarshal(b, &probe) == nil && probe.Timeouts.Drain != nil {
+		return fmt.Errorf("%s: timeouts: both drain and shutdown (its former name) are set; keep drain only", name)
+	}
+	cfg.Timeouts.Drain = *cfg.Timeouts.Shutdown
+	return nil
+}
+
+// Warnings returns what a configuration file should change although it
+// loads: deprecated keys, with their new names.
+func (c Config) Warnings() []string {
+	var w []string
+	if c.Timeouts.Shutdown != nil {
+		w = append(w, "timeouts.shutdown is deprecated: rename it timeouts.drain (same meaning)")
+	}
+	return w
+}
+
+func decode(cfg *Config, b []byte, name string) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	err := dec.Decode(cfg)
@@ -363,6 +405,7 @@ const Redacted = "<redacted>"
 // configuration, except for secrets: the auth token and any password in
 // the upstream URL are printed as Redacted.
 func (c Config) YAML() ([]byte, error) {
+	c.Timeouts.Shutdown = nil // read as Drain, printed as Drain
 	if c.AuthToken != "" {
 		c.AuthToken = Redacted
 	}
@@ -533,7 +576,7 @@ func (t Timeouts) validate() []error {
 	}{
 		{"request_header", t.RequestHeader}, {"body_read", t.BodyRead}, {"keep_alive", t.KeepAlive},
 		{"dial", t.Dial}, {"upstream_write", t.UpstreamWrite}, {"response_header", t.ResponseHeader},
-		{"idle", t.Idle}, {"client_write", t.ClientWrite}, {"shutdown", t.Shutdown},
+		{"idle", t.Idle}, {"client_write", t.ClientWrite}, {"drain", t.Drain},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("timeouts.%s: %v is negative (0 disables it)", d.name, d.v))

@@ -263,6 +263,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return usageError{cmd: "ctxguard serve", err: err}
 	}
 	log := newLogger(cfg, stderr)
+	for _, w := range cfg.Warnings() {
+		log.Warn("config: " + w)
+	}
 	if limit, set := memoryLimit(cfg.Limits); set {
 		log.Debug("soft memory limit", "bytes", limit)
 	}
@@ -315,9 +318,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("shutting down", "reason", context.Cause(ctx))
 	sctx := context.Background()
-	if t.Shutdown > 0 {
+	if t.Drain > 0 {
 		var cancel context.CancelFunc
-		sctx, cancel = context.WithTimeout(sctx, t.Shutdown)
+		sctx, cancel = context.WithTimeout(sctx, t.Drain)
 		defer cancel()
 	}
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
