@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -288,6 +289,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	defer h.Close()
 	t := cfg.Timeouts
+	var open conns
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: t.RequestHeader,
@@ -295,7 +297,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		// No ReadTimeout or WriteTimeout: bodies and streamed answers
 		// are bounded by the proxy's own timeouts, which measure
 		// silence rather than total time.
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState: open.track,
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -316,16 +319,47 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "reason", context.Cause(ctx))
-	sctx := context.Background()
-	if t.Drain > 0 {
+	stop() // from now on a second SIGINT or SIGTERM ends the process at once
+	return drain(srv, &open, log, context.Cause(ctx), t.Drain)
+}
+
+// conns counts a server's open connections (its ConnState hook).
+type conns struct{ open atomic.Int64 }
+
+func (c *conns) track(_ net.Conn, s http.ConnState) {
+	switch s {
+	case http.StateNew:
+		c.open.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		c.open.Add(-1)
+	}
+}
+
+// drain stops srv gracefully: it stops accepting connections at once,
+// closes the idle ones and waits for the requests in flight (streamed
+// answers included) to end, at most timeout (0: no limit). What is still
+// open then is closed, and drain returns an error, so that serve exits
+// with status 1.
+func drain(srv *http.Server, c *conns, log *slog.Logger, cause error, timeout time.Duration) error {
+	log.Info("draining: no new connections; waiting for the requests in flight (a second signal ends them at once)",
+		"reason", cause, "open_connections", c.open.Load(), "drain_timeout", timeout)
+	ctx := context.Background()
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		sctx, cancel = context.WithTimeout(sctx, t.Drain)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	err := srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		n := c.open.Load()
+		srv.Close()
+		log.Error("drain timeout: closed the connections still in flight", "connections", n, "drain_timeout", timeout)
+		return fmt.Errorf("drain timeout (%v): %d connections were still in flight and were closed", timeout, n)
+	}
+	if err != nil {
 		return err
 	}
+	log.Info("drained: every request in flight ended; exiting")
 	return nil
 }
 
