@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -674,4 +675,85 @@ func ExpandPath(p string, lookup func(string) (string, bool), home func() (strin
 		b.WriteString(v)
 	}
 	return b.String(), nil
+}
+
+// restartOnly are the settings a running ctxguard cannot change, by key,
+// with how to copy one from a running configuration.
+var restartOnly = []struct {
+	key  string
+	keep func(run Config, next *Config) bool // copies; reports whether it differed
+}{
+	// The listener.
+	{"listen", keep(func(c *Config) *string { return &c.Listen })},
+	{"timeouts.request_header", keep(func(c *Config) *time.Duration { return &c.Timeouts.RequestHeader })},
+	{"timeouts.keep_alive", keep(func(c *Config) *time.Duration { return &c.Timeouts.KeepAlive })},
+	// The store.
+	{"data_dir", keep(func(c *Config) *string { return &c.DataDir })},
+	{"blob_ttl", keep(func(c *Config) *time.Duration { return &c.BlobTTL })},
+	{"limits.memory_store", keep(func(c *Config) *int64 { return &c.Limits.MemoryStore })},
+	// The sessions' memory.
+	{"limits.sessions", keep(func(c *Config) *int { return &c.Limits.Sessions })},
+	{"limits.session_memory", keep(func(c *Config) *int64 { return &c.Limits.SessionMemory })},
+	{"limits.session_idle", keep(func(c *Config) *time.Duration { return &c.Limits.SessionIdle })},
+	// The thinking guard's memory of signatures.
+	{"thinking_guard.ttl", keep(func(c *Config) *time.Duration { return &c.ThinkingGuard.TTL })},
+	{"thinking_guard.max_entries", keep(func(c *Config) *int { return &c.ThinkingGuard.MaxEntries })},
+	// The observers, mounted once, and the log's shape.
+	{"dashboard", keep(func(c *Config) *Dashboard { return &c.Dashboard })},
+	{"metrics", keep(func(c *Config) *Metrics { return &c.Metrics })},
+	{"log.format", keep(func(c *Config) *string { return &c.Log.Format })},
+}
+
+func keep[T comparable](field func(*Config) *T) func(Config, *Config) bool {
+	return func(run Config, next *Config) bool {
+		r, n := field(&run), field(next)
+		if *r == *n {
+			return false
+		}
+		*n = *r
+		return true
+	}
+}
+
+// RestartOnly lists the settings a running ctxguard cannot change, which
+// a reload keeps (KeepRestartOnly): the listener (listen,
+// timeouts.request_header, timeouts.keep_alive), the store (data_dir,
+// blob_ttl, limits.memory_store), the sessions' memory (limits.sessions,
+// limits.session_memory, limits.session_idle), the thinking guard's
+// memory (thinking_guard.ttl, thinking_guard.max_entries), the dashboard,
+// the metrics and log.format.
+func RestartOnly() []string {
+	keys := make([]string, len(restartOnly))
+	for i, r := range restartOnly {
+		keys[i] = r.key
+	}
+	return keys
+}
+
+// KeepRestartOnly sets next's restart-only settings (RestartOnly) to
+// their value in running and returns the keys of those that differed.
+func KeepRestartOnly(running Config, next *Config) []string {
+	var kept []string
+	for _, r := range restartOnly {
+		if r.keep(running, next) {
+			kept = append(kept, r.key)
+		}
+	}
+	return kept
+}
+
+// Changed returns the top-level keys (listen, upstreams, compress, ...)
+// whose values differ between a and b, in the order Config declares them.
+// It names keys only, never values, so it may be logged.
+func Changed(a, b Config) []string {
+	a.Timeouts.Shutdown, b.Timeouts.Shutdown = nil, nil // read as Drain
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	var keys []string
+	for i := range va.NumField() {
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			key, _, _ := strings.Cut(va.Type().Field(i).Tag.Get("yaml"), ",")
+			keys = append(keys, key)
+		}
+	}
+	return keys
 }

@@ -307,3 +307,35 @@ func TestDrainAlias(t *testing.T) {
 		t.Errorf("defaults warn: %q", c.Warnings())
 	}
 }
+
+func TestKeepRestartOnly(t *testing.T) {
+	run := Defaults()
+	next := Defaults()
+	next.Listen = "127.0.0.1:9999"
+	next.DataDir = "/elsewhere"
+	next.Dashboard.Sessions = 7
+	next.Upstreams.Anthropic = "http://gateway.example"
+	next.Compress.Enabled = false
+	kept := KeepRestartOnly(run, &next)
+	if d := cmp.Diff([]string{"listen", "data_dir", "dashboard"}, kept); d != "" {
+		t.Errorf("kept (-want +got):\n%s", d)
+	}
+	if next.Listen != run.Listen || next.DataDir != run.DataDir || next.Dashboard != run.Dashboard {
+		t.Errorf("restart-only settings not kept: %s %s %+v", next.Listen, next.DataDir, next.Dashboard)
+	}
+	if next.Upstreams.Anthropic != "http://gateway.example" || next.Compress.Enabled {
+		t.Error("a reloadable setting was reset")
+	}
+	if d := cmp.Diff([]string{"upstreams", "compress"}, Changed(run, next)); d != "" {
+		t.Errorf("Changed (-want +got):\n%s", d)
+	}
+	if c := Changed(run, Defaults()); c != nil {
+		t.Errorf("Changed(defaults, defaults) = %q", c)
+	}
+	for _, k := range KeepRestartOnly(run, &next) {
+		t.Errorf("kept %s a second time", k)
+	}
+	if len(RestartOnly()) != len(restartOnly) || RestartOnly()[0] != "listen" {
+		t.Errorf("RestartOnly() = %q", RestartOnly())
+	}
+}
