@@ -167,6 +167,10 @@ const serveHelp = `usage: ctxguard serve [flags]
 
 Runs the proxy: point a client's API base URL at it, e.g.
   ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude
+
+SIGTERM drains: no new connections, the requests in flight end (at most
+timeouts.drain). SIGHUP reloads the configuration (see the README,
+Operations).
 ` + commonHelp
 
 const configHelp = `usage: ctxguard config [flags]
@@ -243,8 +247,9 @@ func printConfig(args []string, w io.Writer) error {
 	return err
 }
 
-func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
-	var lv slog.Level
+// newLogger returns the logger cfg describes; its level is lv's, set
+// from cfg.
+func newLogger(cfg config.Config, w io.Writer, lv *slog.LevelVar) *slog.Logger {
 	_ = lv.UnmarshalText([]byte(cfg.Log.Level))
 	opts := &slog.HandlerOptions{Level: lv}
 	if cfg.Log.Format == "json" {
@@ -263,7 +268,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{cmd: "ctxguard serve", err: err}
 	}
-	log := newLogger(cfg, stderr)
+	var level slog.LevelVar
+	log := newLogger(cfg, stderr, &level)
 	for _, w := range cfg.Warnings() {
 		log.Warn("config: " + w)
 	}
@@ -275,6 +281,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// With port 0 the real address is known only now; stubs name it.
+	configuredListen := cfg.Listen
 	cfg.Listen = ln.Addr().String()
 	g, err := ctxguard.New(cfg, ctxguard.WithLogger(log))
 	if err != nil {
@@ -287,11 +294,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		ln.Close()
 		return err
 	}
-	defer h.Close()
+	live := &liveProxy{}
+	live.p.Store(h)
+	defer func() { live.p.Load().Close() }()
 	t := cfg.Timeouts
 	var open conns
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           live,
 		ReadHeaderTimeout: t.RequestHeader,
 		IdleTimeout:       t.KeepAlive,
 		// No ReadTimeout or WriteTimeout: bodies and streamed answers
@@ -314,13 +323,21 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if host, _, _ := net.SplitHostPort(cfg.Listen); !config.LoopbackHost(host) {
 		log.Warn("listening beyond loopback: other machines can reach this proxy; every request must carry the auth token in X-Ctxguard-Token", "listen", cfg.Listen)
 	}
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	r := &reloader{args: args, listen: configuredListen, g: g, proxy: live, level: &level, log: log}
+	for ctx.Err() == nil {
+		select {
+		case err := <-errc:
+			return err
+		case <-hup:
+			r.reload()
+		case <-ctx.Done():
+		}
 	}
 	stop() // from now on a second SIGINT or SIGTERM ends the process at once
-	return drain(srv, &open, log, context.Cause(ctx), t.Drain)
+	return drain(srv, &open, log, context.Cause(ctx), g.Config().Timeouts.Drain)
 }
 
 // conns counts a server's open connections (its ConnState hook).

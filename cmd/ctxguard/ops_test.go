@@ -133,13 +133,13 @@ func waitFor(t *testing.T, p *procs.Proc, what string, cond func() bool) {
 	}
 }
 
-// messagesBody is a small streamed Messages request whose one tool
-// result holds an HTML page (which the compress pass turns into
-// Markdown).
-const messagesBody = `{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[` +
-	`{"role":"user","content":"fetch it"},` +
-	`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"WebFetch","input":{"url":"http://x"}}]},` +
-	`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"<html><head><style>body{color:red}</style><script>var x=1;</script></head><body><h1>Title</h1><p>Some <b>bold</b> text.</p></body></html>"}]}]}`
+// messagesBody is a streamed Messages request whose one tool result is
+// test output in colour (the compress pass removes the ANSI escapes).
+var messagesBody = `{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[` +
+	`{"role":"user","content":"run the tests"},` +
+	`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"make test"}}]},` +
+	`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"` +
+	strings.Repeat(`\u001b[32mok\u001b[0m line of test output\n`, 500) + `"}]}]}`
 
 // post sends messagesBody to the proxy at base and returns the response.
 func post(base string) (*http.Response, error) {
@@ -169,6 +169,26 @@ func readEvent(r *bufio.Reader) (string, error) {
 	}
 }
 
+// openStream sends messagesBody to serve and returns the answer's stream
+// once its first event has arrived.
+func openStream(t *testing.T, p *procs.Proc) *bufio.Reader {
+	t.Helper()
+	res, err := post(p.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	if res.StatusCode != 200 {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("status %d: %s", res.StatusCode, b)
+	}
+	r := bufio.NewReader(res.Body)
+	if first, err := readEvent(r); err != nil || first != sseEvents[0] {
+		t.Fatalf("first event %q, %v", first, err)
+	}
+	return r
+}
+
 // TestServeDrainsOnSIGTERM: a streamed answer in flight when serve gets
 // SIGTERM reaches the client whole; meanwhile serve accepts no new
 // connection; it then exits with status 0 and says it drained.
@@ -178,20 +198,8 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	writeFile(t, cfgFile, "timeouts:\n  drain: 2m\n")
 	p := startServe(t, cfgFile, up.URL)
 
-	res, err := post(p.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != 200 {
-		b, _ := io.ReadAll(res.Body)
-		t.Fatalf("status %d: %s", res.StatusCode, b)
-	}
-	r := bufio.NewReader(res.Body)
-	first, err := readEvent(r)
-	if err != nil || first != sseEvents[0] {
-		t.Fatalf("first event %q, %v", first, err)
-	}
+	r := openStream(t, p)
+	first := sseEvents[0]
 	// The stream is in flight (the upstream holds the rest): stop serve.
 	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -235,19 +243,11 @@ func TestServeDrainTimeout(t *testing.T) {
 	writeFile(t, cfgFile, "timeouts:\n  drain: 500ms\n")
 	p := startServe(t, cfgFile, up.URL)
 
-	res, err := post(p.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	r := bufio.NewReader(res.Body)
-	if first, err := readEvent(r); err != nil || first != sseEvents[0] {
-		t.Fatalf("first event %q, %v", first, err)
-	}
+	r := openStream(t, p)
 	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	err = p.Wait(60 * time.Second)
+	err := p.Wait(60 * time.Second)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("serve ended with %v, want exit status 1; log:\n%s", err, p.Log())
@@ -258,5 +258,94 @@ func TestServeDrainTimeout(t *testing.T) {
 	rest, _ := io.ReadAll(r)
 	if strings.Contains(string(rest), "message_stop") {
 		t.Error("the stream the drain cut reached its end")
+	}
+}
+
+// TestServeReloadsOnSIGHUP: serve re-reads its config file on SIGHUP.
+// A valid file takes effect for the next request (compress off: the body
+// goes upstream as it came); an invalid one is rejected with a log line
+// and the running configuration stays; a restart-only setting is
+// reported and kept.
+func TestServeReloadsOnSIGHUP(t *testing.T) {
+	up := startUpstream(t, false)
+	cfgFile := filepath.Join(t.TempDir(), "ctxguard.yaml")
+	writeFile(t, cfgFile, "compress:\n  enabled: true\n")
+	p := startServe(t, cfgFile, up.URL)
+
+	// send makes one request and returns the body the upstream received.
+	send := func() string {
+		t.Helper()
+		n := len(up.Bodies())
+		res, err := post(p.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || string(b) != strings.Join(sseEvents, "") {
+			t.Fatalf("status %d, answer %q", res.StatusCode, b)
+		}
+		bodies := up.Bodies()
+		if len(bodies) != n+1 {
+			t.Fatalf("the upstream received %d requests, want %d", len(bodies), n+1)
+		}
+		return bodies[n]
+	}
+	// hup sends SIGHUP and waits for the reload's log line, which it
+	// returns.
+	hup := func() string {
+		t.Helper()
+		n := strings.Count(p.Log(), "config reload")
+		if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, p, "the reload's log line", func() bool { return strings.Count(p.Log(), "config reload") > n })
+		lines := strings.Split(p.Log(), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			if strings.Contains(lines[i], "config reload") {
+				return lines[i]
+			}
+		}
+		return ""
+	}
+
+	if got := send(); got == messagesBody || strings.Contains(got, `\u001b[32m`) {
+		t.Fatalf("compress on: the coloured result went upstream as it came:\n%.300s", got)
+	}
+
+	writeFile(t, cfgFile, "compress:\n  enabled: false\n")
+	if line := hup(); !strings.Contains(line, "config reloaded") || !strings.Contains(line, "compress") {
+		t.Errorf("reload line: %s", line)
+	}
+	if got := send(); got != messagesBody {
+		t.Errorf("after the reload turned compress off, the upstream got other bytes:\n%.300s", got)
+	}
+
+	// Invalid files, which would turn compress on again: an unknown key
+	// (strict decoding), a bad value (Validate).
+	for _, bad := range []struct{ file, reason string }{
+		{"compress:\n  enabled: true\nbogus_key: 1\n", "bogus_key"},
+		{"compress:\n  enabled: true\nmax_body: 0\n", "max_body"},
+	} {
+		writeFile(t, cfgFile, bad.file)
+		if line := hup(); !strings.Contains(line, "config reload rejected") || !strings.Contains(line, bad.reason) {
+			t.Errorf("reload line: %s", line)
+		}
+		if got := send(); got != messagesBody {
+			t.Errorf("after a rejected reload (%s), the old configuration (compress off) is not in force:\n%.300s", bad.reason, got)
+		}
+	}
+
+	// Valid again, with a restart-only setting and a deprecated key.
+	writeFile(t, cfgFile, "compress:\n  enabled: true\nlimits:\n  sessions: 5\ntimeouts:\n  shutdown: 10s\n")
+	line := hup()
+	if !strings.Contains(line, "config reloaded") || !strings.Contains(line, "limits.sessions") || !strings.Contains(line, "timeouts.drain") {
+		t.Errorf("reload line: %s", line)
+	}
+	if got := send(); got == messagesBody {
+		t.Error("after the reload turned compress on again, the body went upstream as it came")
+	}
+	if exited, err := p.Exited(); exited {
+		t.Fatalf("serve exited (%v); log:\n%s", err, p.Log())
 	}
 }
