@@ -95,7 +95,8 @@ func (u *upstream) Bodies() []string {
 }
 
 // startServe runs `ctxguard serve` (this test binary as the command) on
-// a free port with the config file cfgFile, every upstream at up.
+// a free port with the config file cfgFile, every upstream at up (""
+// leaves the upstreams to the file).
 func startServe(t *testing.T, cfgFile, up string) *procs.Proc {
 	t.Helper()
 	self, err := os.Executable()
@@ -105,8 +106,11 @@ func startServe(t *testing.T, cfgFile, up string) *procs.Proc {
 	dir := t.TempDir()
 	env := append(os.Environ(), "CTXGUARD_TEST_MAIN=1", "HOME="+dir, "XDG_DATA_HOME=",
 		"CTXGUARD_LISTEN=", "CTXGUARD_UPSTREAM=", "CTXGUARD_DATA_DIR=", "CTXGUARD_AUTH_TOKEN=")
-	p, err := procs.Start("serve", self, env, "serve", "--config", cfgFile, "--listen", "127.0.0.1:0",
-		"--upstream", up, "--data-dir", filepath.Join(dir, "data"), "--exit-with-parent=false")
+	args := []string{"serve", "--config", cfgFile, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--exit-with-parent=false"}
+	if up != "" {
+		args = append(args, "--upstream", up)
+	}
+	p, err := procs.Start("serve", self, env, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,5 +351,32 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	}
 	if exited, err := p.Exited(); exited {
 		t.Fatalf("serve exited (%v); log:\n%s", err, p.Log())
+	}
+}
+
+// TestServeReloadSwitchesUpstream: a reload that changes the upstream
+// sends the next request to the new one (serve builds a new proxy).
+func TestServeReloadSwitchesUpstream(t *testing.T) {
+	a, b := startUpstream(t, false), startUpstream(t, false)
+	cfgFile := filepath.Join(t.TempDir(), "ctxguard.yaml")
+	writeFile(t, cfgFile, "upstreams: {anthropic: "+a.URL+", openai: "+a.URL+"}\n")
+	p := startServe(t, cfgFile, "")
+	for i, want := range []*upstream{a, b} {
+		if i == 1 {
+			writeFile(t, cfgFile, "upstreams: {anthropic: "+b.URL+", openai: "+b.URL+"}\n")
+			if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, p, "the reload", func() bool { return strings.Contains(p.Log(), "config reloaded") })
+		}
+		res, err := post(p.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || len(want.Bodies()) != 1 {
+			t.Fatalf("request %d: status %d; upstream a got %d requests, b %d", i, res.StatusCode, len(a.Bodies()), len(b.Bodies()))
+		}
 	}
 }
