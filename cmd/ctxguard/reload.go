@@ -11,7 +11,9 @@ import (
 )
 
 // liveProxy serves with the proxy a reload last built; requests in flight
-// finish on the one they started on.
+// finish on the one they started on. Each proxy has its own
+// limits.max_buffered budget, so while requests of a replaced one are
+// still in flight, up to twice that may be buffered.
 type liveProxy struct{ p atomic.Pointer[proxy.Proxy] }
 
 func (l *liveProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { l.p.Load().ServeHTTP(w, r) }
