@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -203,9 +204,18 @@ type Timeouts struct {
 	// if one write to it blocks this long, the answer is cut and the
 	// upstream request cancelled. Default 5m.
 	ClientWrite time.Duration `yaml:"client_write"`
-	// Shutdown bounds how long "serve" waits for requests in flight when
-	// asked to stop. Default 30s.
-	Shutdown time.Duration `yaml:"shutdown"`
+	// Drain bounds how long "serve", asked to stop (SIGTERM, SIGINT),
+	// waits for the requests in flight, streamed answers included: it
+	// stops accepting connections at once, lets those requests end, and
+	// when the time is up closes what is still open and exits with
+	// status 1. Default 30s; 0 waits as long as they take.
+	Drain time.Duration `yaml:"drain"`
+	// Shutdown is Drain's former name. A file that still sets it sets
+	// Drain (setting both is an error) and Warnings asks to rename it;
+	// YAML never prints it.
+	//
+	// Deprecated: use Drain.
+	Shutdown *time.Duration `yaml:"shutdown,omitempty"`
 }
 
 // Limits bound the memory ctxguard holds.
@@ -273,7 +283,7 @@ func DefaultTimeouts() Timeouts {
 		ResponseHeader: 10 * time.Minute,
 		Idle:           5 * time.Minute,
 		ClientWrite:    5 * time.Minute,
-		Shutdown:       30 * time.Second,
+		Drain:          30 * time.Second,
 	}
 }
 
@@ -309,6 +319,39 @@ var unknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type
 // Decode overlays the YAML document b on cfg. Keys the configuration does
 // not have are errors naming the key and its line; name prefixes them.
 func Decode(cfg *Config, b []byte, name string) error {
+	prevShutdown := cfg.Timeouts.Shutdown
+	cfg.Timeouts.Shutdown = nil
+	if err := decode(cfg, b, name); err != nil {
+		return err
+	}
+	if cfg.Timeouts.Shutdown == nil {
+		cfg.Timeouts.Shutdown = prevShutdown
+		return nil
+	}
+	// The deprecated timeouts.shutdown: it means timeouts.drain.
+	var probe struct {
+		Timeouts struct {
+			Drain *time.Duration `yaml:"drain"`
+		} `yaml:"timeouts"`
+	}
+	if yaml.Unmarshal(b, &probe) == nil && probe.Timeouts.Drain != nil {
+		return fmt.Errorf("%s: timeouts: both drain and shutdown (its former name) are set; keep drain only", name)
+	}
+	cfg.Timeouts.Drain = *cfg.Timeouts.Shutdown
+	return nil
+}
+
+// Warnings returns what a configuration file should change although it
+// loads: deprecated keys, with their new names.
+func (c Config) Warnings() []string {
+	var w []string
+	if c.Timeouts.Shutdown != nil {
+		w = append(w, "timeouts.shutdown is deprecated: rename it timeouts.drain (same meaning)")
+	}
+	return w
+}
+
+func decode(cfg *Config, b []byte, name string) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	err := dec.Decode(cfg)
@@ -363,6 +406,7 @@ const Redacted = "<redacted>"
 // configuration, except for secrets: the auth token and any password in
 // the upstream URL are printed as Redacted.
 func (c Config) YAML() ([]byte, error) {
+	c.Timeouts.Shutdown = nil // read as Drain, printed as Drain
 	if c.AuthToken != "" {
 		c.AuthToken = Redacted
 	}
@@ -533,7 +577,7 @@ func (t Timeouts) validate() []error {
 	}{
 		{"request_header", t.RequestHeader}, {"body_read", t.BodyRead}, {"keep_alive", t.KeepAlive},
 		{"dial", t.Dial}, {"upstream_write", t.UpstreamWrite}, {"response_header", t.ResponseHeader},
-		{"idle", t.Idle}, {"client_write", t.ClientWrite}, {"shutdown", t.Shutdown},
+		{"idle", t.Idle}, {"client_write", t.ClientWrite}, {"drain", t.Drain},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("timeouts.%s: %v is negative (0 disables it)", d.name, d.v))
@@ -631,4 +675,85 @@ func ExpandPath(p string, lookup func(string) (string, bool), home func() (strin
 		b.WriteString(v)
 	}
 	return b.String(), nil
+}
+
+// restartOnly are the settings a running ctxguard cannot change, by key,
+// with how to copy one from a running configuration.
+var restartOnly = []struct {
+	key  string
+	keep func(run Config, next *Config) bool // copies; reports whether it differed
+}{
+	// The listener.
+	{"listen", keep(func(c *Config) *string { return &c.Listen })},
+	{"timeouts.request_header", keep(func(c *Config) *time.Duration { return &c.Timeouts.RequestHeader })},
+	{"timeouts.keep_alive", keep(func(c *Config) *time.Duration { return &c.Timeouts.KeepAlive })},
+	// The store.
+	{"data_dir", keep(func(c *Config) *string { return &c.DataDir })},
+	{"blob_ttl", keep(func(c *Config) *time.Duration { return &c.BlobTTL })},
+	{"limits.memory_store", keep(func(c *Config) *int64 { return &c.Limits.MemoryStore })},
+	// The sessions' memory.
+	{"limits.sessions", keep(func(c *Config) *int { return &c.Limits.Sessions })},
+	{"limits.session_memory", keep(func(c *Config) *int64 { return &c.Limits.SessionMemory })},
+	{"limits.session_idle", keep(func(c *Config) *time.Duration { return &c.Limits.SessionIdle })},
+	// The thinking guard's memory of signatures.
+	{"thinking_guard.ttl", keep(func(c *Config) *time.Duration { return &c.ThinkingGuard.TTL })},
+	{"thinking_guard.max_entries", keep(func(c *Config) *int { return &c.ThinkingGuard.MaxEntries })},
+	// The observers, mounted once, and the log's shape.
+	{"dashboard", keep(func(c *Config) *Dashboard { return &c.Dashboard })},
+	{"metrics", keep(func(c *Config) *Metrics { return &c.Metrics })},
+	{"log.format", keep(func(c *Config) *string { return &c.Log.Format })},
+}
+
+func keep[T comparable](field func(*Config) *T) func(Config, *Config) bool {
+	return func(run Config, next *Config) bool {
+		r, n := field(&run), field(next)
+		if *r == *n {
+			return false
+		}
+		*n = *r
+		return true
+	}
+}
+
+// RestartOnly lists the settings a running ctxguard cannot change, which
+// a reload keeps (KeepRestartOnly): the listener (listen,
+// timeouts.request_header, timeouts.keep_alive), the store (data_dir,
+// blob_ttl, limits.memory_store), the sessions' memory (limits.sessions,
+// limits.session_memory, limits.session_idle), the thinking guard's
+// memory (thinking_guard.ttl, thinking_guard.max_entries), the dashboard,
+// the metrics and log.format.
+func RestartOnly() []string {
+	keys := make([]string, len(restartOnly))
+	for i, r := range restartOnly {
+		keys[i] = r.key
+	}
+	return keys
+}
+
+// KeepRestartOnly sets next's restart-only settings (RestartOnly) to
+// their value in running and returns the keys of those that differed.
+func KeepRestartOnly(running Config, next *Config) []string {
+	var kept []string
+	for _, r := range restartOnly {
+		if r.keep(running, next) {
+			kept = append(kept, r.key)
+		}
+	}
+	return kept
+}
+
+// Changed returns the top-level keys (listen, upstreams, compress, ...)
+// whose values differ between a and b, in the order Config declares them.
+// It names keys only, never values, so it may be logged.
+func Changed(a, b Config) []string {
+	a.Timeouts.Shutdown, b.Timeouts.Shutdown = nil, nil // read as Drain
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	var keys []string
+	for i := range va.NumField() {
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			key, _, _ := strings.Cut(va.Type().Field(i).Tag.Get("yaml"), ",")
+			keys = append(keys, key)
+		}
+	}
+	return keys
 }
