@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -402,4 +403,16 @@ func (s *Store) key(kind, name string) (string, error) {
 		return s.recKey(name), nil
 	}
 	return "", fmt.Errorf("redis store: kind %q is neither blob nor record", kind)
+}
+
+// SetLogger sends what the Redis client library logs by itself (a
+// connection pool that cannot dial, say) to l, at warning level, instead
+// of the standard logger's stderr. It applies to the whole process: the
+// library has one logger.
+func SetLogger(l *slog.Logger) { redis.SetLogger(slogPrintf{l}) }
+
+type slogPrintf struct{ l *slog.Logger }
+
+func (p slogPrintf) Printf(ctx context.Context, format string, v ...any) {
+	p.l.WarnContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
 }
