@@ -26,6 +26,7 @@ package redisstore
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -74,6 +75,10 @@ type Options struct {
 	// Timeout bounds each dial, read and write; <= 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// RootCAs are the CAs a rediss:// server's certificate must chain
+	// to; nil means the system's (on Linux, SSL_CERT_FILE and
+	// SSL_CERT_DIR choose them).
+	RootCAs *x509.CertPool
 }
 
 // Store is a store.Store on a Redis server. It does not implement
@@ -133,6 +138,9 @@ func New(o Options) (*Store, error) {
 		return nil, fmt.Errorf("redis store %s: %w", Redact(o.URL), err)
 	}
 	ro.Password = o.Password
+	if ro.TLSConfig != nil && o.RootCAs != nil {
+		ro.TLSConfig.RootCAs = o.RootCAs
+	}
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout

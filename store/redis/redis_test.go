@@ -311,3 +311,27 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("Ping after the server resumed: %v", err)
 	}
 }
+
+// rediss:// speaks TLS and verifies the server's certificate.
+func TestTLS(t *testing.T) {
+	srv, ca := redistest.StartTLS(t)
+	url := "rediss://" + srv.Addr + "/0"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := redisstore.Open(ctx, redisstore.Options{URL: url, RootCAs: ca, TTL: time.Hour})
+	if err != nil {
+		t.Fatalf("rediss:// trusting the server's CA: %v", err)
+	}
+	defer s.Close()
+	if _, stored, err := s.PutIfAbsent(ctx, "k", []byte("v")); err != nil || !stored {
+		t.Errorf("PutIfAbsent over TLS: stored %v, err %v", stored, err)
+	}
+	// Not trusting it: refused.
+	if _, err := redisstore.Open(ctx, redisstore.Options{URL: url, Timeout: 2 * time.Second}); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("rediss:// to a server with an unknown CA: err %v, want a certificate error", err)
+	}
+	// Plain redis:// to the TLS port: no answer it understands.
+	if _, err := redisstore.Open(ctx, redisstore.Options{URL: "redis://" + srv.Addr + "/0", Timeout: 2 * time.Second}); err == nil {
+		t.Error("redis:// (no TLS) to a TLS port succeeded")
+	}
+}

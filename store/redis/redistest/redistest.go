@@ -8,9 +8,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,6 +47,70 @@ func (s *Server) URL(db int) string { return fmt.Sprintf("redis://%s/%d", s.Addr
 // is stopped in t.Cleanup.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	return start(t, 0, extra)
+}
+
+// StartTLS is Start for a server that takes TLS connections only (at
+// Addr: use rediss:// URLs), with a certificate for 127.0.0.1 from a CA
+// made for the test, which it returns for clients to trust.
+func StartTLS(t testing.TB, extra ...string) (*Server, *x509.CertPool) {
+	t.Helper()
+	dir := t.TempDir()
+	pool, cert, key := makeCerts(t)
+	files := map[string][]byte{"server.crt": cert, "server.key": key, "ca.crt": cert}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tlsPort := freePort(t)
+	args := append([]string{"--tls-port", strconv.Itoa(tlsPort),
+		"--tls-cert-file", filepath.Join(dir, "server.crt"), "--tls-key-file", filepath.Join(dir, "server.key"),
+		"--tls-ca-cert-file", filepath.Join(dir, "ca.crt"), "--tls-auth-clients", "no"}, extra...)
+	s := start(t, tlsPort, args)
+	return s, pool
+}
+
+// makeCerts returns a pool trusting a new self-signed certificate for
+// 127.0.0.1, and that certificate and its key in PEM.
+func makeCerts(t testing.TB) (*x509.CertPool, []byte, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "redistest"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(c)
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+}
+
+// start runs redis-server on a free port, and waits for it to answer
+// PING there; Addr is tlsPort's address if not 0.
+func start(t testing.TB, tlsPort int, extra []string) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server is not installed (Debian: apt-get install redis-server): the Redis store's tests need a real server: %v", err)
@@ -49,7 +122,11 @@ func Start(t testing.TB, extra ...string) *Server {
 		"--save", "", "--appendonly", "no", "--dir", dir,
 		"--protected-mode", "yes", "--loglevel", "warning",
 	}, extra...)
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), log: &bytes.Buffer{}}
+	plain := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	s := &Server{Addr: plain, log: &bytes.Buffer{}}
+	if tlsPort != 0 {
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+	}
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout = s.log
 	s.cmd.Stderr = s.log
@@ -70,7 +147,7 @@ func Start(t testing.TB, extra ...string) *Server {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	for {
-		if ping(ctx, s.Addr) {
+		if ping(ctx, plain) {
 			return s
 		}
 		select {
