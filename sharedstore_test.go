@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
@@ -82,6 +84,36 @@ func TestSharedStoreStart(t *testing.T) {
 		t.Errorf("no warning about the empty public_url:\n%s", l)
 	}
 
+	// /readyz follows the server: up, paused (an outage), up again.
+	h, err := g.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != 200 {
+		t.Errorf("/readyz with the server up: %d %s", rec.Code, rec.Body)
+	}
+	srv.Pause(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err = g.ready(ctx)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "store does not answer") {
+		t.Errorf("ready with the server paused: %v, want the store's outage", err)
+	}
+	srv.Resume(t)
+	for range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err = g.ready(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Errorf("ready once the server is back: %v", err)
+	}
+
 	for _, tc := range []struct {
 		env  string
 		want []string
@@ -105,7 +137,7 @@ func TestSharedStoreStart(t *testing.T) {
 	t.Setenv(config.RedisPasswordEnv, pw)
 	cfg.Store = "redis://ctxguard@" + redistest.ClosedPort(t) + "/0"
 	cfg.DataDir = t.TempDir()
-	_, err := New(cfg)
+	_, err = New(cfg)
 	if err == nil || !strings.Contains(err.Error(), cfg.Store) || strings.Contains(err.Error(), pw) {
 		t.Errorf("New with nothing listening: err %v, want one naming %s and not the password", err, cfg.Store)
 	}
