@@ -170,8 +170,9 @@ func WithSummarizer(s compact.Summarizer) Option { return func(g *Guard) { g.sum
 func WithClock(now func() time.Time) Option { return func(g *Guard) { g.now = now } }
 
 // New expands the paths in cfg (config.ExpandPaths), validates it and
-// builds a Guard. Unless WithStore gave a store, the embedded store is
-// opened under cfg.DataDir (see store.OpenDir: created private if absent,
+// builds a Guard. Unless WithStore gave a store, cfg.Store's Redis server
+// is used (it must answer now: see openShared), or else the embedded store
+// is opened under cfg.DataDir (see store.OpenDir: created private if absent,
 // adopted if empty, refused if it holds files that are not ctxguard's).
 // If the data directory cannot be written (store.ErrNotWritable), the
 // Guard serves without persistence: removed content is kept in memory,
@@ -227,10 +228,13 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 // see what the Guard does.
 func (g *Guard) Records() *record.Bus { return &g.bus }
 
-// openStore opens the embedded store, or the memory store when the data
-// directory cannot be written.
+// openStore opens the shared store cfg.Store names, else the embedded
+// store, or the memory store when the data directory cannot be written.
 func (g *Guard) openStore() (store.Store, error) {
 	cfg := g.cfg
+	if cfg.Store != "" {
+		return g.openShared()
+	}
 	d, err := store.OpenDir(cfg.DataDir, cfg.BlobTTL)
 	if err == nil {
 		d.Now = g.now
@@ -250,7 +254,8 @@ func (g *Guard) openStore() (store.Store, error) {
 
 // Persistent reports whether removed content outlives the process: false
 // when the Guard keeps it in memory (the data directory could not be
-// written, or WithStore gave a store.Memory).
+// written, or WithStore gave a store.Memory); true for the embedded and
+// the shared (Redis) store.
 func (g *Guard) Persistent() bool {
 	_, mem := g.store.(*store.Memory)
 	return !mem

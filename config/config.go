@@ -28,7 +28,13 @@ import (
 	"github.com/ctxguard/ctxguard/pass/digest"
 	"github.com/ctxguard/ctxguard/pass/persist"
 	"github.com/ctxguard/ctxguard/pass/thinking"
+	redisstore "github.com/ctxguard/ctxguard/store/redis"
 )
+
+// RedisPasswordEnv is the environment variable the Redis store's password
+// is read from (see Config.Store): never from the config file, which is
+// printed and shared.
+const RedisPasswordEnv = "CTXGUARD_REDIS_PASSWORD"
 
 // Config is ctxguard's whole configuration.
 type Config struct {
@@ -70,6 +76,15 @@ type Config struct {
 	// its own; it only ever writes, deletes or re-permissions its own
 	// files (see package store).
 	DataDir string `yaml:"data_dir"`
+	// Store selects where removed content and records are kept. Empty
+	// (the default): the embedded store in DataDir, or memory if that
+	// cannot be written. redis://[user@]host[:port][/db], or rediss://
+	// for TLS: a Redis server that several instances share (blobs,
+	// compaction summaries, digests, learned limits, calibration and
+	// session statistics). The URL must not carry a password: it comes
+	// from the environment variable CTXGUARD_REDIS_PASSWORD
+	// (RedisPasswordEnv). Sentinel and Cluster are not supported.
+	Store string `yaml:"store"`
 	// BlobTTL is how long removed content is kept after its last use by
 	// any request. Default 7 days.
 	BlobTTL time.Duration `yaml:"blob_ttl"`
@@ -239,6 +254,11 @@ type Limits struct {
 	// directory cannot be written (read-only file system, no permission)
 	// and ctxguard serves without persistence. Default 128 MiB.
 	MemoryStore int64 `yaml:"memory_store"`
+	// StoreBlob is the largest blob a Redis store (see Config.Store)
+	// keeps, in bytes, since Redis holds values in memory: storing a
+	// larger one is an error (store.ErrTooLarge), and the request that
+	// needed it goes upstream unchanged (fail open). Default 16 MiB.
+	StoreBlob int64 `yaml:"store_blob"`
 }
 
 // Defaults returns the configuration ctxguard runs with when given none.
@@ -260,6 +280,7 @@ func Defaults() Config {
 			SessionMemory: 64 << 20,
 			SessionIdle:   5 * time.Minute,
 			MemoryStore:   128 << 20,
+			StoreBlob:     redisstore.DefaultMaxBlob,
 		},
 		Models:        model.Defaults(),
 		Compress:      compress.Defaults(),
@@ -411,6 +432,9 @@ func (c Config) YAML() ([]byte, error) {
 		c.AuthToken = Redacted
 	}
 	c.Upstreams = Upstreams{Anthropic: RedactURL(c.Upstreams.Anthropic), OpenAI: RedactURL(c.Upstreams.OpenAI)}
+	if c.Store != "" {
+		c.Store = RedactURL(c.Store)
+	}
 	routes := make(map[string]string, len(c.Routes))
 	for k, v := range c.Routes {
 		routes[k] = RedactURL(v)
@@ -517,6 +541,15 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data_dir: empty"))
 	}
+	if c.Store != "" {
+		if err := redisstore.CheckURL(c.Store); err != nil {
+			hint := ""
+			if strings.Contains(err.Error(), "password") {
+				hint = " (" + RedisPasswordEnv + ")"
+			}
+			errs = append(errs, fmt.Errorf("store: %q: %v%s; empty selects the embedded store in data_dir", RedactURL(c.Store), err, hint))
+		}
+	}
 	if c.BlobTTL < 0 {
 		errs = append(errs, fmt.Errorf("blob_ttl: %v is negative", c.BlobTTL))
 	}
@@ -605,6 +638,9 @@ func (l Limits) validate(maxBody int64) []error {
 	}
 	if l.MemoryStore <= 0 {
 		errs = append(errs, fmt.Errorf("limits.memory_store: %d must be positive", l.MemoryStore))
+	}
+	if l.StoreBlob <= 0 {
+		errs = append(errs, fmt.Errorf("limits.store_blob: %d must be positive", l.StoreBlob))
 	}
 	return errs
 }

@@ -68,6 +68,12 @@ func TestValidate(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Errorf("public_url with a path: %v", err)
 	}
+	for _, u := range []string{"redis://cache.internal:6379/0", "rediss://ctxguard@cache.internal/3", "redis://127.0.0.1"} {
+		good.Store = u
+		if err := good.Validate(); err != nil {
+			t.Errorf("store %q: %v", u, err)
+		}
+	}
 	for _, tc := range []struct {
 		mutate func(*Config)
 		want   string
@@ -88,6 +94,11 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.PublicURL = "https://ctxguard.example/" }, "public_url"},
 		{func(c *Config) { c.PublicURL = "https://u:secret@ctxguard.example" }, "public_url"},
 		{func(c *Config) { c.PublicURL = "https://ctxguard.example?x=1" }, "public_url"},
+		{func(c *Config) { c.Store = "redis://u:secret@cache:6379/0" }, "store: \"redis://u:xxxxx@cache:6379/0\": carries a password; remove it from the URL and give it in the environment instead (CTXGUARD_REDIS_PASSWORD)"},
+		{func(c *Config) { c.Store = "redis+sentinel://cache" }, "store:"},
+		{func(c *Config) { c.Store = "/var/lib/ctxguard" }, "store:"},
+		{func(c *Config) { c.Store = "redis://cache/0?db=2" }, "store:"},
+		{func(c *Config) { c.Limits.StoreBlob = 0 }, "limits.store_blob"},
 	} {
 		c := Defaults()
 		tc.mutate(&c)
@@ -222,6 +233,7 @@ func TestSecretsRedacted(t *testing.T) {
 	c.AuthToken = "0123456789abcdef-secret"
 	c.Upstreams.Anthropic = "https://user:hunter2-password@gateway.example.com/v1"
 	c.Routes = map[string]string{"team": "https://bot:hunter2-password@llm.example.com"}
+	c.Store = "redis://ctxguard:hunter2-password@cache:6379/0" // invalid, yet never printed
 	b, err := c.YAML()
 	if err != nil {
 		t.Fatal(err)
