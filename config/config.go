@@ -724,9 +724,11 @@ var restartOnly = []struct {
 	{"timeouts.request_header", keep(func(c *Config) *time.Duration { return &c.Timeouts.RequestHeader })},
 	{"timeouts.keep_alive", keep(func(c *Config) *time.Duration { return &c.Timeouts.KeepAlive })},
 	// The store.
+	{"store", keep(func(c *Config) *string { return &c.Store })},
 	{"data_dir", keep(func(c *Config) *string { return &c.DataDir })},
 	{"blob_ttl", keep(func(c *Config) *time.Duration { return &c.BlobTTL })},
 	{"limits.memory_store", keep(func(c *Config) *int64 { return &c.Limits.MemoryStore })},
+	{"limits.store_blob", keep(func(c *Config) *int64 { return &c.Limits.StoreBlob })},
 	// The sessions' memory.
 	{"limits.sessions", keep(func(c *Config) *int { return &c.Limits.Sessions })},
 	{"limits.session_memory", keep(func(c *Config) *int64 { return &c.Limits.SessionMemory })},
@@ -753,8 +755,8 @@ func keep[T comparable](field func(*Config) *T) func(Config, *Config) bool {
 
 // RestartOnly lists the settings a running ctxguard cannot change, which
 // a reload keeps (KeepRestartOnly): the listener (listen,
-// timeouts.request_header, timeouts.keep_alive), the store (data_dir,
-// blob_ttl, limits.memory_store), the sessions' memory (limits.sessions,
+// timeouts.request_header, timeouts.keep_alive), the store (store,
+// data_dir, blob_ttl, limits.memory_store, limits.store_blob), the sessions' memory (limits.sessions,
 // limits.session_memory, limits.session_idle), the thinking guard's
 // memory (thinking_guard.ttl, thinking_guard.max_entries), the dashboard,
 // the metrics and log.format.

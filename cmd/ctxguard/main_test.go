@@ -212,6 +212,26 @@ func killIfAlive(pid int) error {
 // TestREADMEConfig: the configuration block in the README shows what
 // `ctxguard config` prints: loaded as a config file, it is the effective
 // configuration with no file at all.
+// TestREADMERestartOnly: the README's paragraph on SIGHUP names exactly
+// the settings a reload cannot change (config.RestartOnly).
+func TestREADMERestartOnly(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)A few settings need a\\s+restart: (.*?); a file that changes them").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README: no list of the settings that need a restart")
+	}
+	var got []string
+	for _, k := range regexp.MustCompile("`([a-z_.]+)`").FindAllSubmatch(m[1], -1) {
+		got = append(got, string(k[1]))
+	}
+	if d := cmp.Diff(config.RestartOnly(), got); d != "" {
+		t.Errorf("the README's restart-only settings differ from config.RestartOnly (-code +README):\n%s", d)
+	}
+}
+
 func TestREADMEConfig(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)

@@ -1,0 +1,441 @@
+// Package fleet tests ctxguard run as a fleet: several `ctxguard serve`
+// processes on one Redis store behind a round-robin balancer must send
+// upstream exactly the bytes one process sends, serve each other's blobs,
+// and summarize each span once.
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
+	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/module"
+	"github.com/ctxguard/ctxguard/internal/procs"
+	"github.com/ctxguard/ctxguard/internal/shareddata"
+	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/openai/openaitest"
+	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/store/redis/redistest"
+	"github.com/ctxguard/ctxguard/transcript"
+)
+
+// publicURL is what every instance's stubs name: the balancer's address.
+const publicURL = "http://ctxguard.fleet.test:8787"
+
+// tagHeader carries "<session>#<request>" so the upstream can tell which
+// request of which session it received (ctxguard forwards it).
+const tagHeader = "X-Fleet-Request"
+
+// request is one request of a shared session, as its client sends it.
+type request struct {
+	tag    string
+	proto  string // "anthropic" or "responses"
+	header http.Header
+	body   []byte
+}
+
+// sessions rebuilds the requests of the shared real sessions (Claude Code
+// and Codex CLI), each session's in order, sessions one after another.
+func sessions(t *testing.T) []request {
+	t.Helper()
+	var out []request
+	for _, sub := range []string{"claude-code", "codex"} {
+		dir := shareddata.Dir(t, sub)
+		files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no sessions in %s: %v", dir, err)
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			ss, err := transcript.LoadFile(f, transcript.Options{})
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			for _, s := range ss {
+				b, err := transcript.NewBuilder(s, transcript.BuildOptions{})
+				if err != nil || b.Len() == 0 {
+					continue
+				}
+				proto := "anthropic"
+				if sub == "codex" {
+					proto = "responses"
+				}
+				for k := range b.Len() {
+					r, err := b.Request(k)
+					if err != nil {
+						t.Fatalf("%s request %d: %v", f, k, err)
+					}
+					out = append(out, request{
+						tag: fmt.Sprintf("%s#%d", s.ID, k), proto: proto,
+						header: clientHeader(proto, s.ID), body: r.Body,
+					})
+				}
+			}
+		}
+	}
+	if len(out) < 500 {
+		t.Fatalf("only %d requests in the shared sessions", len(out))
+	}
+	return out
+}
+
+// clientHeader is what the client of proto sends (Claude Code 2.1,
+// Codex CLI 0.169), its session header included.
+func clientHeader(proto, session string) http.Header {
+	h := http.Header{"Content-Type": {"application/json"}}
+	switch proto {
+	case "anthropic":
+		h.Set("Anthropic-Version", "2023-06-01")
+		h.Set("Anthropic-Beta", "claude-code-20250219,context-management-2025-06-27,interleaved-thinking-2025-05-14")
+		h.Set("X-Api-Key", "sk-ant-fleet-not-a-real-key")
+		h.Set("User-Agent", "claude-cli/2.1.197 (external, cli)")
+		h.Set("X-Claude-Code-Session-Id", session)
+	case "responses":
+		h.Set("Authorization", "Bearer sk-fleet-not-a-real-key")
+		h.Set("Originator", "codex_exec")
+		h.Set("User-Agent", "codex_exec/0.169.0 (Linux; x86_64) (codex_exec; 0.169.0)")
+		h.Set("Session-Id", session)
+	}
+	return h
+}
+
+// upstream is the fake model API: both protocols, the exact wire format
+// (anthropictest, openaitest), remembering of each request only the
+// SHA-256 of the body it received, by tag, and the summarizer calls.
+type upstream struct {
+	ant *anthropictest.Server
+	oai *openaitest.Server
+	srv *http.Server
+	url string
+
+	mu        sync.Mutex
+	got       map[string][32]byte // tag → body hash
+	summaries map[[32]byte]int    // summarizer request body → times asked
+	blobs     map[string]bool     // blob ids named by stubs
+	carried   map[string]bool     // tags of requests that carried a model's summary
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{
+		ant: anthropictest.New(anthropictest.Options{Script: summaryScript}),
+		oai: openaitest.New(openaitest.Options{}),
+	}
+	u.take()
+	ts := httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(ts.Close)
+	u.url = ts.URL
+	return u
+}
+
+// summaryScript answers the summarizer with a summary and everything else
+// with a short text.
+func summaryScript(r *anthropictest.Request) anthropictest.Turn {
+	if isSummarizer(r.Decoded) {
+		return anthropictest.Turn{Blocks: []anthropictest.Block{anthropictest.Text(fleetSummary)}}
+	}
+	return anthropictest.Turn{Blocks: []anthropictest.Block{anthropictest.Text("ok")}}
+}
+
+// fleetSummary is the summary the fake summarizer writes.
+const fleetSummary = "1. User requests (verbatim): the fleet's summary."
+
+func isSummarizer(body []byte) bool {
+	return bytes.Contains(body, []byte("You summarize the earlier part of a long working session"))
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	sum := sha256.Sum256(body)
+	u.mu.Lock()
+	if isSummarizer(body) {
+		u.summaries[sum]++
+	} else if tag := r.Header.Get(tagHeader); tag != "" {
+		u.got[tag] = sum
+		for _, m := range blobRef.FindAllSubmatch(body, -1) {
+			u.blobs[string(m[1])+string(m[2])] = true
+		}
+		if bytes.Contains(body, []byte(fleetSummary)) {
+			u.carried[tag] = true
+		}
+	}
+	u.mu.Unlock()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if strings.HasPrefix(r.URL.Path, "/v1/responses") {
+		u.oai.ServeHTTP(w, r)
+		u.oai.Reset()
+		return
+	}
+	u.ant.ServeHTTP(w, r)
+	u.ant.Reset()
+}
+
+// received is what the upstream received in one run.
+type received struct {
+	got       map[string][32]byte
+	summaries map[[32]byte]int
+	blobs     map[string]bool
+	carried   map[string]bool
+}
+
+// take returns what the upstream received since the last take.
+func (u *upstream) take() received {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	r := received{u.got, u.summaries, u.blobs, u.carried}
+	u.got, u.summaries, u.blobs, u.carried = map[string][32]byte{}, map[[32]byte]int{}, map[string]bool{}, map[string]bool{}
+	return r
+}
+
+// fleet is ctxguard serve processes on one Redis database.
+type fleet struct {
+	t    *testing.T
+	bin  string
+	conf string
+	env  []string
+	proc []*procs.Proc
+	next int
+}
+
+// config is the configuration every instance runs with: a small window so
+// the long sessions are compacted, the shared store, the public URL.
+func fleetConfig(t *testing.T, up *upstream, storeURL, summarizer string) string {
+	cfg := config.Defaults()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.Upstreams = config.Upstreams{Anthropic: up.url, OpenAI: up.url}
+	cfg.PublicURL = publicURL
+	cfg.Store = storeURL
+	cfg.Compact.Summarizer.Mode = summarizer
+	cfg.Compact.Wait = 10 * time.Second
+	small := model.Limits{Window: 40_000, MaxOutput: 4_000, LongWindow: 40_000}
+	cfg.Models.Default = small
+	cfg.Models.Overrides = map[string]model.Limits{}
+	for _, in := range model.Default().Models() {
+		cfg.Models.Overrides[in.ID] = small
+	}
+	y, err := cfg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "ctxguard.yaml")
+	if err := os.WriteFile(file, y, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+func startFleet(t *testing.T, bin, conf string, n int) *fleet {
+	f := &fleet{t: t, bin: bin, conf: conf, env: append(os.Environ(), "HOME="+t.TempDir())}
+	for i := range n {
+		f.proc = append(f.proc, f.start(i))
+	}
+	t.Cleanup(func() {
+		for _, p := range f.proc {
+			p.Stop()
+		}
+	})
+	return f
+}
+
+func (f *fleet) start(i int) *procs.Proc {
+	p, err := procs.Start(fmt.Sprint("ctxguard-", i), f.bin, f.env, "serve", "--listen", "127.0.0.1:0", "--config", f.conf)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return p
+}
+
+// restart stops instance i (SIGTERM: it drains) and starts it again, on
+// another port.
+func (f *fleet) restart(i int) {
+	if err := f.proc[i].Stop(); err != nil {
+		f.t.Logf("stopping instance %d: %v", i, err)
+	}
+	f.proc[i] = f.start(i)
+}
+
+// send sends r to the next instance, round robin, and checks the answer.
+func (f *fleet) send(c *http.Client, r request) {
+	p := f.proc[f.next%len(f.proc)]
+	f.next++
+	path := "/v1/messages?beta=true"
+	if r.proto == "responses" {
+		path = "/v1/responses"
+	}
+	req, err := http.NewRequest(http.MethodPost, p.URL+path, bytes.NewReader(r.body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req.Header = r.header.Clone()
+	req.Header.Set(tagHeader, r.tag)
+	resp, err := c.Do(req)
+	if err != nil {
+		f.t.Fatalf("%s via %s: %v", r.tag, p.Name, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		f.t.Fatalf("%s via %s: %s: %.300s\n%s", r.tag, p.Name, resp.Status, b, p.Tail())
+	}
+}
+
+// run sends every request through f, restarting instance restart (if >= 0)
+// when half are sent, and returns what the upstream received.
+func run(t *testing.T, f *fleet, up *upstream, reqs []request, restart int) received {
+	c := &http.Client{Timeout: 2 * time.Minute}
+	for i, r := range reqs {
+		if restart >= 0 && i == len(reqs)/2 {
+			f.restart(restart)
+		}
+		f.send(c, r)
+	}
+	return up.take()
+}
+
+func build(t *testing.T) string {
+	root, err := module.Root(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bins, err := procs.Build(ctx, root, t.TempDir(), "./cmd/ctxguard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bins[0]
+}
+
+// blobRef matches a blob named by a stub or a compaction's note.
+var blobRef = regexp.MustCompile(`\bblobs? ([a-z]{13})\b|/ctxguard/v1/blobs/([a-z]{13})\b`)
+
+// TestFleetSameBytes replays the shared sessions (Claude Code and Codex
+// CLI) through one instance, then through two instances on another Redis
+// database taking requests in turn, one restarted midway: the upstream
+// must receive the same bytes for every request. Summaries are extractive
+// (no model), so each one sent is decided by the request alone and the
+// two runs can be compared byte for byte. Then every blob a stub names is
+// fetched from both instances.
+func TestFleetSameBytes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fleet test replays every shared session three times")
+	}
+	reqs := sessions(t)
+	bin := build(t)
+	rs := redistest.Start(t)
+	up := newUpstream(t)
+
+	one := startFleet(t, bin, fleetConfig(t, up, rs.URL(0), "none"), 1)
+	ref := run(t, one, up, reqs, -1)
+	two := startFleet(t, bin, fleetConfig(t, up, rs.URL(1), "none"), 2)
+	fl := run(t, two, up, reqs, 1)
+	want, got := ref.got, fl.got
+
+	if len(want) != len(reqs) || len(got) != len(reqs) {
+		t.Fatalf("the upstream saw %d requests from one instance and %d from two, of %d sent", len(want), len(got), len(reqs))
+	}
+	diff := 0
+	for _, r := range reqs {
+		if want[r.tag] != got[r.tag] {
+			if diff++; diff <= 5 {
+				t.Errorf("%s: the fleet sent other bytes than one instance", r.tag)
+			}
+		}
+	}
+	if diff > 0 {
+		t.Fatalf("%d of %d requests differ", diff, len(reqs))
+	}
+
+	// Every blob a stub names is served by both instances, the one
+	// that wrote it and the other.
+	if len(fl.blobs) < 20 {
+		t.Fatalf("only %d blobs named by stubs: the sessions were hardly rewritten", len(fl.blobs))
+	}
+	c := &http.Client{Timeout: time.Minute}
+	for id := range fl.blobs {
+		var first []byte
+		for _, p := range two.proc {
+			b := getBlob(t, c, p, id)
+			if store.ID(b) != id {
+				t.Fatalf("blob %s from %s: content address %s", id, p.Name, store.ID(b))
+			}
+			if first != nil && !bytes.Equal(first, b) {
+				t.Fatalf("blob %s differs between instances", id)
+			}
+			first = b
+		}
+	}
+}
+
+// TestFleetSummarizesOnce: two instances on one store, taking a session's
+// requests in turn, with summaries written by a model (the fake upstream):
+// the model is asked for each span's summary once, and requests through
+// both instances carry it.
+func TestFleetSummarizesOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fleet test replays shared sessions")
+	}
+	var reqs []request
+	for _, r := range sessions(t) {
+		if r.proto == "anthropic" {
+			reqs = append(reqs, r)
+		}
+	}
+	bin := build(t)
+	rs := redistest.Start(t)
+	up := newUpstream(t)
+	two := startFleet(t, bin, fleetConfig(t, up, rs.URL(2), "session"), 2)
+	fl := run(t, two, up, reqs, 0)
+	if len(fl.summaries) == 0 {
+		t.Fatal("no summary was asked for: the sessions were not compacted")
+	}
+	for _, n := range fl.summaries {
+		if n != 1 {
+			t.Fatalf("a span's summary was asked for %d times", n)
+		}
+	}
+	// Requests alternate: even positions went to instance 0, odd ones to
+	// instance 1. Both must have sent the model's summary.
+	pos := map[string]int{}
+	for i, r := range reqs {
+		pos[r.tag] = i
+	}
+	var by [2]int
+	for tag := range fl.carried {
+		by[pos[tag]%2]++
+	}
+	if by[0] == 0 || by[1] == 0 {
+		t.Fatalf("requests carrying the model's summary: %d through instance 0, %d through instance 1", by[0], by[1])
+	}
+	t.Logf("%d summaries asked for, each once; %d and %d requests carried one", len(fl.summaries), by[0], by[1])
+}
+
+func getBlob(t *testing.T, c *http.Client, p *procs.Proc, id string) []byte {
+	t.Helper()
+	resp, err := c.Get(p.URL + "/ctxguard/v1/blobs/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET blob %s from %s: %s, %v: %.200s", id, p.Name, resp.Status, err, b)
+	}
+	return b
+}
