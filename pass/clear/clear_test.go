@@ -197,6 +197,35 @@ func TestClearRewrite(t *testing.T) {
 	}
 }
 
+// TestOverBlobLimit: an item the store refuses as too large (a Redis
+// store's blob limit, a capped memory store) stays whole; the other items
+// are still cleared and the request is not failed.
+func TestOverBlobLimit(t *testing.T) {
+	big := strings.Repeat("output line with some words in it\n", 120) // ~4 KB
+	huge := strings.Repeat("a much longer output line, over the cap\n", 300)
+	rounds := []round{
+		{"Bash", `{"command":"make test"}`, big, ""},
+		{"Bash", `{"command":"cat log"}`, huge, ""},
+		{"Bash", `{"command":"go vet"}`, big + "2", ""},
+		{"Bash", `{"command":"ls"}`, big + "3", ""},
+		{"Bash", `{"command":"ls -la"}`, big + "4", ""},
+	}
+	orig := build(`{"type":"adaptive"}`, rounds)
+	st := store.NewMemoryWith(store.MemoryOptions{MaxBytes: 10_000})
+	res := rewrite(t, testConfig(), st, &pipeline.Env{Window: 200_000}, orig)
+	if pl := planOf(t, testConfig(), orig); pl.clearTo < 5 {
+		t.Fatalf("clearTo %d: the test needs rounds 0 and 1 cleared", pl.clearTo)
+	}
+	out := string(res.Body)
+	if !strings.Contains(out, q(huge)) {
+		t.Error("the result over the blob limit was removed")
+	}
+	if !strings.Contains(out, "[ctxguard cleared Bash result, 4K chars, blob "+store.ID([]byte(big))) &&
+		!strings.Contains(out, "This one: Bash result, 4K chars, blob "+store.ID([]byte(big))) {
+		t.Error("the result under the limit was not cleared")
+	}
+}
+
 // TestMarkerAfterEvent: once an event has happened, later requests carry
 // one more marker at the cleared boundary, copied from the client's own.
 func TestMarkerAfterEvent(t *testing.T) {

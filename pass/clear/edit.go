@@ -1,6 +1,7 @@
 package clear
 
 import (
+	"errors"
 	"slices"
 	"strings"
 
@@ -45,6 +46,12 @@ func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, 
 	for mi := 0; mi < last; mi++ {
 		if len(runs) > 0 && mi == runs[0][0] {
 			e, err := p.dropRun(r, runs[0][0], runs[0][1])
+			if errors.Is(err, store.ErrTooLarge) {
+				// Over the store's blob limit: the run stays whole
+				// (nothing is removed that cannot be got back).
+				r.Note("clear: a run over the store's blob limit stays whole")
+				e, err = nil, nil
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -76,6 +83,10 @@ func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, 
 				e, err = p.resultStub(r, b, first)
 			case kindInput:
 				e, err = p.inputStub(r, b, first)
+			}
+			if errors.Is(err, store.ErrTooLarge) {
+				r.Note("clear: an item over the store's blob limit stays whole")
+				continue
 			}
 			if err != nil {
 				return nil, err

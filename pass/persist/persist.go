@@ -157,6 +157,12 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 		}
 		for _, cd := range p.choose(cands, total) {
 			e, err := p.persist(r, cd)
+			if errors.Is(err, store.ErrTooLarge) {
+				// Over the store's blob limit: the part stays whole
+				// (nothing is removed that cannot be got back).
+				r.Note("persist: a result over the store's blob limit stays whole")
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}

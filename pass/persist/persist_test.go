@@ -183,6 +183,26 @@ func TestFailOpen(t *testing.T) {
 	}
 }
 
+// TestOverBlobLimit: a result the store refuses as too large (a Redis
+// store's blob limit, a capped memory store) stays whole; the others of
+// the request are still persisted, and the request is not failed.
+func TestOverBlobLimit(t *testing.T) {
+	small, big := str(60_000, "s"), str(300_000, "b")
+	orig := body("Bash", small, big)
+	st := store.NewMemoryWith(store.MemoryOptions{MaxBytes: 100_000})
+	res := run(t, Defaults(), st, orig)
+	if res.Err != nil {
+		t.Fatalf("the request failed: %v", res.Err)
+	}
+	out := string(res.Body)
+	if strings.Contains(out, small) || !strings.Contains(out, big) {
+		t.Errorf("the small result persisted %v, the large one kept whole %v", !strings.Contains(out, small), strings.Contains(out, big))
+	}
+	if st.Len() != 1 {
+		t.Errorf("%d blobs stored, want 1", st.Len())
+	}
+}
+
 func TestValidate(t *testing.T) {
 	for _, c := range []Config{
 		{Threshold: -1},
