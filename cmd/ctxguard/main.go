@@ -318,8 +318,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	go g.Maintain(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("listening on http://"+cfg.Listen, "anthropic", config.RedactURL(cfg.Upstreams.Anthropic), "openai", config.RedactURL(cfg.Upstreams.OpenAI),
-		"routes", len(cfg.Routes), "data_dir", cfg.DataDir, "dry_run", cfg.DryRun)
+	attrs := []any{"anthropic", config.RedactURL(cfg.Upstreams.Anthropic), "openai", config.RedactURL(cfg.Upstreams.OpenAI), "routes", len(cfg.Routes)}
+	if cfg.Store != "" {
+		attrs = append(attrs, "store", config.RedactURL(cfg.Store))
+	} else {
+		attrs = append(attrs, "data_dir", cfg.DataDir)
+	}
+	log.Info("listening on http://"+cfg.Listen, append(attrs, "dry_run", cfg.DryRun)...)
 	if host, _, _ := net.SplitHostPort(cfg.Listen); !config.LoopbackHost(host) {
 		log.Warn("listening beyond loopback: other machines can reach this proxy; every request must carry the auth token in X-Ctxguard-Token", "listen", cfg.Listen)
 	}
