@@ -111,7 +111,7 @@ func TestCompactionSmoke(t *testing.T) {
 						compactions++
 					}
 					maxSent = max(maxSent, tokens.Estimate(res.Body))
-					g.compact.WaitIdle()
+					g.current().compact.WaitIdle()
 				}
 				t.Logf("session %d: %d requests, %d with a summary, %d edit events, largest sent %d tokens (original last %d)", si, len(bodies), compactions, events, maxSent, tokens.Estimate(bodies[len(bodies)-1]))
 				if events > len(bodies)/10 {
@@ -197,7 +197,7 @@ func TestCompactionReadyInTime(t *testing.T) {
 		case "llm":
 			seen[summaryText(res.Body)] = true
 		}
-		g.compact.WaitIdle()
+		g.current().compact.WaitIdle()
 	}
 	if len(seen) < 2 {
 		t.Fatalf("%d distinct summaries: the session was not compacted twice", len(seen))
@@ -275,7 +275,7 @@ func TestCompactionFallback(t *testing.T) {
 					first = summaryText(res.Body)
 					if mode == "block" {
 						close(sum.release) // the model's summary lands now, too late
-						g.compact.WaitIdle()
+						g.current().compact.WaitIdle()
 					}
 					continue
 				}
@@ -300,7 +300,7 @@ func TestCompactionConcurrent(t *testing.T) {
 		sum := &ctlSummarizer{mode: "fast"}
 		g := newGuard(t, smallWindow(), WithStore(store.NewMemory()), WithSummarizer(sum))
 		g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, b)
-		g.compact.WaitIdle()
+		g.current().compact.WaitIdle()
 		if sum.count() > 0 {
 			k = i
 			break
@@ -322,7 +322,7 @@ func TestCompactionConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	close(fresh.release)
-	g2.compact.WaitIdle()
+	g2.current().compact.WaitIdle()
 	if n := fresh.count(); n != 1 {
 		t.Fatalf("%d summarizer calls for one span", n)
 	}
@@ -343,7 +343,7 @@ func TestCompactionRestartSameBytes(t *testing.T) {
 		if summaryOf(res.Body) != "" {
 			compacted++
 		}
-		a.compact.WaitIdle()
+		a.current().compact.WaitIdle()
 	}
 	if compacted == 0 {
 		t.Fatal("nothing was compacted")
@@ -405,12 +405,12 @@ func TestCompactionFleet(t *testing.T) {
 			}
 			close(release)
 			for _, g := range guards {
-				g.compact.WaitIdle()
+				g.current().compact.WaitIdle()
 			}
 		}
 		if blocked >= 0 && i > blocked+3 {
 			for _, g := range guards {
-				g.compact.WaitIdle()
+				g.current().compact.WaitIdle()
 			}
 		}
 	}
@@ -436,7 +436,7 @@ func BenchmarkCompactionSwap(b *testing.B) {
 			k = i
 			break
 		}
-		g.compact.WaitIdle()
+		g.current().compact.WaitIdle()
 	}
 	if k < 2 {
 		b.Fatal("no request swapped a summary in")
@@ -629,7 +629,7 @@ func TestClientCompactionPassesThrough(t *testing.T) {
 	h := sessionHeader(5)
 	for _, b := range bodies[:120] {
 		g.RewriteBody(context.Background(), anthropic.Protocol, h, b)
-		g.compact.WaitIdle()
+		g.current().compact.WaitIdle()
 	}
 	// The client's compaction request: the history so far, then its prompt.
 	last := bodies[119]

@@ -46,7 +46,6 @@ import (
 	"github.com/ctxguard/ctxguard/session"
 	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
-	"github.com/ctxguard/ctxguard/summarize"
 	"github.com/ctxguard/ctxguard/tokens"
 	"github.com/ctxguard/ctxguard/validate"
 )
@@ -56,18 +55,22 @@ const BypassHeader = "X-Ctxguard-Bypass"
 
 // Guard rewrites requests. Build it with New.
 type Guard struct {
+	// cfg is the configuration New was given; its restart-only settings
+	// (config.RestartOnly) hold for the Guard's life. The configuration
+	// in force is current().cfg.
 	cfg        config.Config
 	protocols  []protocol.Protocol // the APIs it knows, most preferred first
 	log        *slog.Logger
-	models     *model.Registry
 	store      store.Store
-	blobs      *store.Blobs
-	pipe       *pipeline.Pipeline
-	compact    *compact.Pass        // nil when compaction is off
 	sigs       *thinking.Signatures // who minted the thinking blocks seen
-	summarizer compact.Summarizer   // nil: extractive summaries only
+	summarizer compact.Summarizer   // WithSummarizer's; nil: the configured one
 	calib      *tokens.Calibration
 	now        func() time.Time
+
+	// setup is what the configuration in force built (reload.go).
+	setup    atomic.Pointer[setup]
+	reloadMu sync.Mutex
+	retired  []*compact.Pass // compaction passes reloads replaced, closed by Close
 
 	// bus carries the record of every exchange to its observers: the
 	// statistics, the session statistics, the calibration, the log and,
@@ -167,8 +170,9 @@ func WithSummarizer(s compact.Summarizer) Option { return func(g *Guard) { g.sum
 func WithClock(now func() time.Time) Option { return func(g *Guard) { g.now = now } }
 
 // New expands the paths in cfg (config.ExpandPaths), validates it and
-// builds a Guard. Unless WithStore gave a store, the embedded store is
-// opened under cfg.DataDir (see store.OpenDir: created private if absent,
+// builds a Guard. Unless WithStore gave a store, cfg.Store's Redis server
+// is used (it must answer now: see openShared), or else the embedded store
+// is opened under cfg.DataDir (see store.OpenDir: created private if absent,
 // adopted if empty, refused if it holds files that are not ctxguard's).
 // If the data directory cannot be written (store.ErrNotWritable), the
 // Guard serves without persistence: removed content is kept in memory,
@@ -189,32 +193,20 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 	g.recent = newRecent(cfg.Limits.Sessions, cfg.Limits.SessionMemory, cfg.Limits.SessionIdle)
 	g.recent.now = g.now
 	var err error
-	if g.models, err = model.NewRegistry(cfg.Models); err != nil {
-		return nil, err
+	if _, err = model.NewRegistry(cfg.Models); err != nil {
+		return nil, err // before the store is opened
 	}
 	if g.store == nil {
 		if g.store, err = g.openStore(); err != nil {
 			return nil, err
 		}
 	}
-	g.blobs = &store.Blobs{Store: g.store, TTL: cfg.BlobTTL, Now: g.now}
-	switch {
-	case cfg.PublicURL != "":
-		g.blobs.BaseURL = cfg.PublicURL
-	case cfg.Local.Access != "off":
-		g.blobs.BaseURL = "http://" + config.LocalAddr(cfg.Listen)
-	}
-	if g.summarizer == nil && (cfg.Compact.Enabled || cfg.Digest.Enabled) && cfg.Compact.Summarizer.Mode != "none" {
-		ups := map[string]string{"anthropic": cfg.Upstreams.Anthropic, "openai": cfg.Upstreams.OpenAI}
-		if g.summarizer, err = summarize.New(cfg.Compact.Summarizer, g.protocols, ups, nil, g.log); err != nil {
-			return nil, err
-		}
-	}
 	g.sigs = thinking.NewSignatures(cfg.ThinkingGuard, g.now)
-	g.pipe, g.compact, err = Compile(cfg, Deps{Blobs: g.blobs, Log: g.log, Summarizer: g.summarizer, Now: g.now, Signatures: g.sigs})
+	s, err := g.build(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
+	g.setup.Store(s)
 	g.calib = tokens.NewCalibration()
 	ctx, cancel := storeContext()
 	defer cancel()
@@ -236,10 +228,13 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 // see what the Guard does.
 func (g *Guard) Records() *record.Bus { return &g.bus }
 
-// openStore opens the embedded store, or the memory store when the data
-// directory cannot be written.
+// openStore opens the shared store cfg.Store names, else the embedded
+// store, or the memory store when the data directory cannot be written.
 func (g *Guard) openStore() (store.Store, error) {
 	cfg := g.cfg
+	if cfg.Store != "" {
+		return g.openShared()
+	}
 	d, err := store.OpenDir(cfg.DataDir, cfg.BlobTTL)
 	if err == nil {
 		d.Now = g.now
@@ -259,7 +254,8 @@ func (g *Guard) openStore() (store.Store, error) {
 
 // Persistent reports whether removed content outlives the process: false
 // when the Guard keeps it in memory (the data directory could not be
-// written, or WithStore gave a store.Memory).
+// written, or WithStore gave a store.Memory); true for the embedded and
+// the shared (Redis) store.
 func (g *Guard) Persistent() bool {
 	_, mem := g.store.(*store.Memory)
 	return !mem
@@ -287,6 +283,10 @@ type Deps struct {
 	// Signatures tells the thinking guard who minted thinking blocks; nil
 	// makes a cache of its own (which nothing fills).
 	Signatures *thinking.Signatures
+	// Compact, when set, is the compaction pass to use rather than a new
+	// one (a reload that left compaction's settings alone keeps the
+	// summaries it is writing).
+	Compact *compact.Pass
 }
 
 // Compile builds the pipeline cfg describes, in the order passes must run:
@@ -341,18 +341,21 @@ func Compile(cfg config.Config, d Deps) (*pipeline.Pipeline, *compact.Pass, erro
 	}
 	var cp *compact.Pass
 	if cfg.Compact.Enabled {
-		var err error
-		cp, err = compact.New(cfg.Compact, compact.Options{Blobs: d.Blobs, Summarizer: d.Summarizer, Log: d.Log, Now: d.Now})
-		if err != nil {
-			return nil, nil, err
+		if cp = d.Compact; cp == nil {
+			var err error
+			cp, err = compact.New(cfg.Compact, compact.Options{Blobs: d.Blobs, Summarizer: d.Summarizer, Log: d.Log, Now: d.Now})
+			if err != nil {
+				return nil, nil, err
+			}
 		}
 		passes = append(passes, cp)
 	}
 	return pipeline.New(d.Log, passes...), cp, nil
 }
 
-// Config returns the configuration the Guard runs with.
-func (g *Guard) Config() config.Config { return g.cfg }
+// Config returns the configuration the Guard runs with (the last one
+// Reload took).
+func (g *Guard) Config() config.Config { return g.current().cfg }
 
 // Stats returns the Guard's counters.
 func (g *Guard) Stats() *Stats { return &g.stats }
@@ -405,9 +408,7 @@ func (g *Guard) saveCalibration() {
 
 // Close flushes what the Guard learned and releases the store.
 func (g *Guard) Close() error {
-	if g.compact != nil {
-		g.compact.Close()
-	}
+	g.closeSetups()
 	g.Flush()
 	return g.store.Close()
 }
@@ -453,7 +454,7 @@ type Result struct {
 // (Records), with no transport figures, is published before it returns.
 func (g *Guard) RewriteBody(ctx context.Context, proto protocol.Protocol, h http.Header, body []byte) (res Result) {
 	start := time.Now()
-	res = g.rewrite(ctx, proto, h, body, nil, false)
+	res = g.rewrite(ctx, g.current(), proto, h, body, nil, false)
 	rec := g.newRecord(proto, h, &res)
 	rec.Start, rec.Rewrite, rec.BytesIn, rec.BytesOut = start, time.Since(start), int64(len(body)), int64(len(res.Body))
 	g.publish(rec)
@@ -493,7 +494,7 @@ func (g *Guard) newRecord(proto protocol.Protocol, h http.Header, res *Result) *
 	default:
 		x.Outcome = record.Unchanged
 	}
-	if g.cfg.Dashboard.ShowBodies || g.cfg.Log.DumpBodies {
+	if cfg := g.current().cfg; cfg.Dashboard.ShowBodies || cfg.Log.DumpBodies {
 		x.Bodies = &record.Bodies{Before: bytes.Clone(res.original), After: bytes.Clone(res.Body)}
 	}
 	g.calibrate(x)
@@ -523,16 +524,16 @@ func (g *Guard) publish(x *record.Exchange) {
 	g.bus.Publish(x)
 }
 
-// rewrite rewrites one body; urgent marks the retry of a request the
-// upstream found too long (pipeline.Env.Urgent). A rewritten body goes
-// into out's memory (see pipeline.Request.Out).
-func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Header, body, out []byte, urgent bool) (res Result) {
+// rewrite rewrites one body under setup s; urgent marks the retry of a
+// request the upstream found too long (pipeline.Env.Urgent). A rewritten
+// body goes into out's memory (see pipeline.Request.Out).
+func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, h http.Header, body, out []byte, urgent bool) (res Result) {
 	res = Result{Body: body, original: body}
 	if h.Get(BypassHeader) == "1" {
 		res.Skipped, res.Session = "bypass", session.Key(h, nil)
 		return res
 	}
-	mem := g.recent.acquire(memoKey(proto, h))
+	mem := g.recent.acquire(s.memoKey(memoKey(proto, h)))
 	defer mem.release()
 	var prev *conversation.Conversation // the session's previous request (valid until keep)
 	prevModel := ""
@@ -575,7 +576,7 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 		mem.model = c.Model
 	}
 	res.RequestModel = c.Model
-	res.Model = g.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
+	res.Model = s.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
 	if w := g.limits.window(ctx, g, res.Model.ID); w > 0 && w < res.Model.Window {
 		res.Model.Window = w // what an overflow taught (recover.go)
 	}
@@ -585,7 +586,7 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 		Ctx: ctx, Conv: c, Session: res.Session, Out: out, Stable: stable, Memo: mem.passes(),
 		Env: env,
 	}
-	run := g.pipe.Run(req)
+	run := s.pipe.Run(req)
 	res.Passes = run.Passes
 	if mem != nil {
 		res.TokensBefore, mem.msgTokens = promptTokens(c, stable, mem.msgTokens, mem.msgTokens)
@@ -614,7 +615,7 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 		// cheaper to estimate than the spans the edits replaced).
 		res.TokensAfter = tokens.Estimate(run.Body)
 	}
-	if g.cfg.DryRun {
+	if s.cfg.DryRun {
 		res.Skipped = "dry run"
 		res.Notes = append(res.Notes, "dry-run: would send "+strconv.Itoa(res.TokensAfter)+" tokens")
 		res.TokensAfter = res.TokensBefore
@@ -625,7 +626,7 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 	// The body goes out: the blobs it refers to were used now. If one
 	// is gone, what the Guard memoized of sessions may skip storing it
 	// again; forget that, so the next request stores it.
-	if g.blobs.Use(ctx, run.Blobs) > 0 {
+	if s.blobs.Use(ctx, run.Blobs) > 0 {
 		g.log.Warn("blobs a request refers to were missing from the store; the next request stores them again", "session", res.Session)
 		g.recent.dropAll()
 	}
@@ -741,7 +742,8 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	// The rewritten body goes into pooled memory, which the proxy hands
 	// back (Outcome.Release) once the upstream has it.
 	buf := outBufs.get(len(body))
-	res := g.rewrite(ctx, proto, req.Header, body, buf, false)
+	s := g.current()
+	res := g.rewrite(ctx, s, proto, req.Header, body, buf, false)
 	rec := g.newRecord(proto, req.Header, &res)
 	hdr := http.Header{}
 	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(res.TokensBefore))
@@ -771,8 +773,8 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	} else {
 		outBufs.put(buf)
 	}
-	if g.compact != nil && (res.Skipped == "" || res.Skipped == "dry run") && res.Err == nil {
-		out.Recover = g.recoverer(proto, req.Header.Clone(), body, res, rec)
+	if s.compact != nil && (res.Skipped == "" || res.Skipped == "dry run") && res.Err == nil {
+		out.Recover = g.recoverer(s, proto, req.Header.Clone(), body, res, rec)
 	}
 	return out
 }
@@ -780,10 +782,12 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 // Handler returns the reverse proxy: every request goes to the upstream
 // of its protocol's family (or of its named route), rewritable requests
 // through the pipeline, and /ctxguard/ paths are served locally (blob
-// retrieval).
+// retrieval). It takes the configuration in force: after a Reload that
+// reports Reloaded.Handler, build a new one.
 func (g *Guard) Handler() (*proxy.Proxy, error) {
+	cfg := g.current().cfg
 	ups := map[string]*url.URL{}
-	for fam, raw := range map[string]string{"anthropic": g.cfg.Upstreams.Anthropic, "openai": g.cfg.Upstreams.OpenAI} {
+	for fam, raw := range map[string]string{"anthropic": cfg.Upstreams.Anthropic, "openai": cfg.Upstreams.OpenAI} {
 		u, err := url.Parse(raw)
 		if err != nil {
 			return nil, fmt.Errorf("upstreams.%s: %w", fam, err)
@@ -791,7 +795,7 @@ func (g *Guard) Handler() (*proxy.Proxy, error) {
 		ups[fam] = u
 	}
 	var routes []proxy.Route
-	for name, raw := range g.cfg.Routes {
+	for name, raw := range cfg.Routes {
 		u, err := url.Parse(raw)
 		if err != nil {
 			return nil, fmt.Errorf("routes.%s: %w", name, err)
@@ -803,21 +807,21 @@ func (g *Guard) Handler() (*proxy.Proxy, error) {
 		Upstreams:   ups,
 		Routes:      routes,
 		Protocols:   g.protocols,
-		MaxBody:     g.cfg.MaxBody,
-		MaxBuffered: g.cfg.Limits.MaxBuffered,
-		AuthToken:   g.cfg.AuthToken,
-		Timeouts:    proxyTimeouts(g.cfg.Timeouts),
+		MaxBody:     cfg.MaxBody,
+		MaxBuffered: cfg.Limits.MaxBuffered,
+		AuthToken:   cfg.AuthToken,
+		Timeouts:    proxyTimeouts(cfg.Timeouts),
 		Logger:      g.log,
 		Rewriter:    g,
 		Extra:       g.Local(),
 		Record:      g.publish,
-		DumpBodies:  g.cfg.Log.DumpBodies,
+		DumpBodies:  cfg.Log.DumpBodies,
 	})
 }
 
 // proxyTimeouts maps the configuration's timeouts (0 disables one) to the
 // proxy's (0 takes the default, negative disables). The others
-// (request_header, keep_alive, shutdown) bound the http.Server, which
+// (request_header, keep_alive, drain) bound the http.Server, which
 // the caller configures.
 func proxyTimeouts(t config.Timeouts) proxy.Timeouts {
 	return proxy.Timeouts{

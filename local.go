@@ -15,6 +15,7 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/dashboard"
 	"github.com/ctxguard/ctxguard/metrics"
+	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
@@ -106,14 +107,15 @@ func (g *Guard) ready(ctx context.Context) error {
 // localAccess applies local.access and local.hosts to every /ctxguard/
 // endpoint.
 func (g *Guard) localAccess(r *http.Request) error {
-	if g.cfg.Local.Access == "off" {
+	access := g.current().cfg.Local.Access
+	if access == "off" {
 		return protocol.Errorf(http.StatusForbidden, protocol.Permission, nil, "ctxguard: local endpoints are off (local.access: off)")
 	}
 	if !g.localHost(r.Host) {
 		return protocol.Errorf(http.StatusForbidden, protocol.Permission, fmt.Errorf("host %q", r.Host),
 			"ctxguard: local endpoints answer only requests to this machine's own names; add the host name to local.hosts to allow it")
 	}
-	if g.cfg.Local.Access == "loopback" && !loopback(r.RemoteAddr) {
+	if access == "loopback" && !loopback(r.RemoteAddr) {
 		return protocol.Errorf(http.StatusForbidden, protocol.Permission, nil, "ctxguard: served to loopback clients only")
 	}
 	return nil
@@ -135,7 +137,7 @@ func (g *Guard) localHost(hostport string) bool {
 		return true
 	}
 	host = strings.TrimSuffix(host, ".")
-	for _, h := range g.cfg.Local.Hosts {
+	for _, h := range g.current().cfg.Local.Hosts {
 		if strings.EqualFold(host, strings.TrimSuffix(h, ".")) {
 			return true
 		}
@@ -202,8 +204,8 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 			ShowBodies: g.cfg.Dashboard.ShowBodies || g.cfg.Log.DumpBodies,
 			Sessions:   g.cfg.Dashboard.Sessions,
 			Requests:   g.cfg.Dashboard.Requests,
-			Config:     func() []byte { b, _ := g.cfg.YAML(); return b },
-			Model:      g.models.Lookup,
+			Config:     func() []byte { b, _ := g.Config().YAML(); return b },
+			Model:      func(id string) model.Info { return g.current().models.Lookup(id) },
 			Summary: func(key string) (string, error) {
 				ctx, cancel := storeContext()
 				defer cancel()

@@ -43,15 +43,16 @@ func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Re
 	if proto == nil || !proto.Rewritable(req.Method, path) {
 		return next(req)
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, g.cfg.MaxBody+1))
+	s := g.current()
+	body, err := io.ReadAll(io.LimitReader(req.Body, s.cfg.MaxBody+1))
 	req.Body.Close()
-	if err != nil || int64(len(body)) > g.cfg.MaxBody || req.Header.Get("Content-Encoding") != "" {
+	if err != nil || int64(len(body)) > s.cfg.MaxBody || req.Header.Get("Content-Encoding") != "" {
 		// Give the client back exactly what it had.
 		req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
 		return next(req)
 	}
 	start := time.Now()
-	res := g.rewrite(req.Context(), proto, req.Header, body, nil, false)
+	res := g.rewrite(req.Context(), s, proto, req.Header, body, nil, false)
 	rec := g.newRecord(proto, req.Header, &res)
 	rec.Start, rec.Path, rec.Rewrite = start, path, time.Since(start)
 	rec.BytesIn, rec.BytesOut = int64(len(body)), int64(len(res.Body))

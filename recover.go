@@ -26,12 +26,12 @@ import (
 // rewrite was res, recorded in rec (which then takes the retry's
 // figures). body is the client's body: the proxy keeps it until the
 // exchange ends, which is after Recover returns.
-func (g *Guard) recoverer(proto protocol.Protocol, h http.Header, body []byte, res Result, rec *record.Exchange) func(context.Context, protocol.Overflow) ([]byte, func(), bool) {
+func (g *Guard) recoverer(s *setup, proto protocol.Protocol, h http.Header, body []byte, res Result, rec *record.Exchange) func(context.Context, protocol.Overflow) ([]byte, func(), bool) {
 	info, sent := res.Model, res.TokensAfter
 	return func(ctx context.Context, o protocol.Overflow) ([]byte, func(), bool) {
 		g.limits.learn(ctx, g, info, o, sent)
 		buf := outBufs.get(len(body))
-		r := g.rewrite(ctx, proto, h, body, buf, true)
+		r := g.rewrite(ctx, s, proto, h, body, buf, true)
 		if r.Err != nil || !r.Changed || r.TokensAfter >= sent {
 			outBufs.put(buf)
 			g.log.Warn("the upstream found a request too long, and compacting it harder does not make it smaller; forwarding its error",

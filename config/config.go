@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -27,7 +28,13 @@ import (
 	"github.com/ctxguard/ctxguard/pass/digest"
 	"github.com/ctxguard/ctxguard/pass/persist"
 	"github.com/ctxguard/ctxguard/pass/thinking"
+	redisstore "github.com/ctxguard/ctxguard/store/redis"
 )
+
+// RedisPasswordEnv is the environment variable the Redis store's password
+// is read from (see Config.Store): never from the config file, which is
+// printed and shared.
+const RedisPasswordEnv = "CTXGUARD_REDIS_PASSWORD"
 
 // Config is ctxguard's whole configuration.
 type Config struct {
@@ -69,6 +76,15 @@ type Config struct {
 	// its own; it only ever writes, deletes or re-permissions its own
 	// files (see package store).
 	DataDir string `yaml:"data_dir"`
+	// Store selects where removed content and records are kept. Empty
+	// (the default): the embedded store in DataDir, or memory if that
+	// cannot be written. redis://[user@]host[:port][/db], or rediss://
+	// for TLS: a Redis server that several instances share (blobs,
+	// compaction summaries, digests, learned limits, calibration and
+	// session statistics). The URL must not carry a password: it comes
+	// from the environment variable CTXGUARD_REDIS_PASSWORD
+	// (RedisPasswordEnv). Sentinel and Cluster are not supported.
+	Store string `yaml:"store"`
 	// BlobTTL is how long removed content is kept after its last use by
 	// any request. Default 7 days.
 	BlobTTL time.Duration `yaml:"blob_ttl"`
@@ -203,9 +219,18 @@ type Timeouts struct {
 	// if one write to it blocks this long, the answer is cut and the
 	// upstream request cancelled. Default 5m.
 	ClientWrite time.Duration `yaml:"client_write"`
-	// Shutdown bounds how long "serve" waits for requests in flight when
-	// asked to stop. Default 30s.
-	Shutdown time.Duration `yaml:"shutdown"`
+	// Drain bounds how long "serve", asked to stop (SIGTERM, SIGINT),
+	// waits for the requests in flight, streamed answers included: it
+	// stops accepting connections at once, lets those requests end, and
+	// when the time is up closes what is still open and exits with
+	// status 1. Default 30s; 0 waits as long as they take.
+	Drain time.Duration `yaml:"drain"`
+	// Shutdown is Drain's former name. A file that still sets it sets
+	// Drain (setting both is an error) and Warnings asks to rename it;
+	// YAML never prints it.
+	//
+	// Deprecated: use Drain.
+	Shutdown *time.Duration `yaml:"shutdown,omitempty"`
 }
 
 // Limits bound the memory ctxguard holds.
@@ -229,6 +254,11 @@ type Limits struct {
 	// directory cannot be written (read-only file system, no permission)
 	// and ctxguard serves without persistence. Default 128 MiB.
 	MemoryStore int64 `yaml:"memory_store"`
+	// StoreBlob is the largest blob a Redis store (see Config.Store)
+	// keeps, in bytes, since Redis holds values in memory: storing a
+	// larger one is an error (store.ErrTooLarge), and the request that
+	// needed it goes upstream unchanged (fail open). Default 16 MiB.
+	StoreBlob int64 `yaml:"store_blob"`
 }
 
 // Defaults returns the configuration ctxguard runs with when given none.
@@ -250,6 +280,7 @@ func Defaults() Config {
 			SessionMemory: 64 << 20,
 			SessionIdle:   5 * time.Minute,
 			MemoryStore:   128 << 20,
+			StoreBlob:     redisstore.DefaultMaxBlob,
 		},
 		Models:        model.Defaults(),
 		Compress:      compress.Defaults(),
@@ -273,7 +304,7 @@ func DefaultTimeouts() Timeouts {
 		ResponseHeader: 10 * time.Minute,
 		Idle:           5 * time.Minute,
 		ClientWrite:    5 * time.Minute,
-		Shutdown:       30 * time.Second,
+		Drain:          30 * time.Second,
 	}
 }
 
@@ -309,6 +340,39 @@ var unknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type
 // Decode overlays the YAML document b on cfg. Keys the configuration does
 // not have are errors naming the key and its line; name prefixes them.
 func Decode(cfg *Config, b []byte, name string) error {
+	prevShutdown := cfg.Timeouts.Shutdown
+	cfg.Timeouts.Shutdown = nil
+	if err := decode(cfg, b, name); err != nil {
+		return err
+	}
+	if cfg.Timeouts.Shutdown == nil {
+		cfg.Timeouts.Shutdown = prevShutdown
+		return nil
+	}
+	// The deprecated timeouts.shutdown: it means timeouts.drain.
+	var probe struct {
+		Timeouts struct {
+			Drain *time.Duration `yaml:"drain"`
+		} `yaml:"timeouts"`
+	}
+	if yaml.Unmarshal(b, &probe) == nil && probe.Timeouts.Drain != nil {
+		return fmt.Errorf("%s: timeouts: both drain and shutdown (its former name) are set; keep drain only", name)
+	}
+	cfg.Timeouts.Drain = *cfg.Timeouts.Shutdown
+	return nil
+}
+
+// Warnings returns what a configuration file should change although it
+// loads: deprecated keys, with their new names.
+func (c Config) Warnings() []string {
+	var w []string
+	if c.Timeouts.Shutdown != nil {
+		w = append(w, "timeouts.shutdown is deprecated: rename it timeouts.drain (same meaning)")
+	}
+	return w
+}
+
+func decode(cfg *Config, b []byte, name string) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	err := dec.Decode(cfg)
@@ -363,10 +427,14 @@ const Redacted = "<redacted>"
 // configuration, except for secrets: the auth token and any password in
 // the upstream URL are printed as Redacted.
 func (c Config) YAML() ([]byte, error) {
+	c.Timeouts.Shutdown = nil // read as Drain, printed as Drain
 	if c.AuthToken != "" {
 		c.AuthToken = Redacted
 	}
 	c.Upstreams = Upstreams{Anthropic: RedactURL(c.Upstreams.Anthropic), OpenAI: RedactURL(c.Upstreams.OpenAI)}
+	if c.Store != "" {
+		c.Store = RedactURL(c.Store)
+	}
 	routes := make(map[string]string, len(c.Routes))
 	for k, v := range c.Routes {
 		routes[k] = RedactURL(v)
@@ -473,6 +541,15 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("data_dir: empty"))
 	}
+	if c.Store != "" {
+		if err := redisstore.CheckURL(c.Store); err != nil {
+			hint := ""
+			if strings.Contains(err.Error(), "password") {
+				hint = " (" + RedisPasswordEnv + ")"
+			}
+			errs = append(errs, fmt.Errorf("store: %q: %v%s; empty selects the embedded store in data_dir", RedactURL(c.Store), err, hint))
+		}
+	}
 	if c.BlobTTL < 0 {
 		errs = append(errs, fmt.Errorf("blob_ttl: %v is negative", c.BlobTTL))
 	}
@@ -533,7 +610,7 @@ func (t Timeouts) validate() []error {
 	}{
 		{"request_header", t.RequestHeader}, {"body_read", t.BodyRead}, {"keep_alive", t.KeepAlive},
 		{"dial", t.Dial}, {"upstream_write", t.UpstreamWrite}, {"response_header", t.ResponseHeader},
-		{"idle", t.Idle}, {"client_write", t.ClientWrite}, {"shutdown", t.Shutdown},
+		{"idle", t.Idle}, {"client_write", t.ClientWrite}, {"drain", t.Drain},
 	} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("timeouts.%s: %v is negative (0 disables it)", d.name, d.v))
@@ -561,6 +638,9 @@ func (l Limits) validate(maxBody int64) []error {
 	}
 	if l.MemoryStore <= 0 {
 		errs = append(errs, fmt.Errorf("limits.memory_store: %d must be positive", l.MemoryStore))
+	}
+	if l.StoreBlob <= 0 {
+		errs = append(errs, fmt.Errorf("limits.store_blob: %d must be positive", l.StoreBlob))
 	}
 	return errs
 }
@@ -631,4 +711,85 @@ func ExpandPath(p string, lookup func(string) (string, bool), home func() (strin
 		b.WriteString(v)
 	}
 	return b.String(), nil
+}
+
+// restartOnly are the settings a running ctxguard cannot change, by key,
+// with how to copy one from a running configuration.
+var restartOnly = []struct {
+	key  string
+	keep func(run Config, next *Config) bool // copies; reports whether it differed
+}{
+	// The listener.
+	{"listen", keep(func(c *Config) *string { return &c.Listen })},
+	{"timeouts.request_header", keep(func(c *Config) *time.Duration { return &c.Timeouts.RequestHeader })},
+	{"timeouts.keep_alive", keep(func(c *Config) *time.Duration { return &c.Timeouts.KeepAlive })},
+	// The store.
+	{"data_dir", keep(func(c *Config) *string { return &c.DataDir })},
+	{"blob_ttl", keep(func(c *Config) *time.Duration { return &c.BlobTTL })},
+	{"limits.memory_store", keep(func(c *Config) *int64 { return &c.Limits.MemoryStore })},
+	// The sessions' memory.
+	{"limits.sessions", keep(func(c *Config) *int { return &c.Limits.Sessions })},
+	{"limits.session_memory", keep(func(c *Config) *int64 { return &c.Limits.SessionMemory })},
+	{"limits.session_idle", keep(func(c *Config) *time.Duration { return &c.Limits.SessionIdle })},
+	// The thinking guard's memory of signatures.
+	{"thinking_guard.ttl", keep(func(c *Config) *time.Duration { return &c.ThinkingGuard.TTL })},
+	{"thinking_guard.max_entries", keep(func(c *Config) *int { return &c.ThinkingGuard.MaxEntries })},
+	// The observers, mounted once, and the log's shape.
+	{"dashboard", keep(func(c *Config) *Dashboard { return &c.Dashboard })},
+	{"metrics", keep(func(c *Config) *Metrics { return &c.Metrics })},
+	{"log.format", keep(func(c *Config) *string { return &c.Log.Format })},
+}
+
+func keep[T comparable](field func(*Config) *T) func(Config, *Config) bool {
+	return func(run Config, next *Config) bool {
+		r, n := field(&run), field(next)
+		if *r == *n {
+			return false
+		}
+		*n = *r
+		return true
+	}
+}
+
+// RestartOnly lists the settings a running ctxguard cannot change, which
+// a reload keeps (KeepRestartOnly): the listener (listen,
+// timeouts.request_header, timeouts.keep_alive), the store (data_dir,
+// blob_ttl, limits.memory_store), the sessions' memory (limits.sessions,
+// limits.session_memory, limits.session_idle), the thinking guard's
+// memory (thinking_guard.ttl, thinking_guard.max_entries), the dashboard,
+// the metrics and log.format.
+func RestartOnly() []string {
+	keys := make([]string, len(restartOnly))
+	for i, r := range restartOnly {
+		keys[i] = r.key
+	}
+	return keys
+}
+
+// KeepRestartOnly sets next's restart-only settings (RestartOnly) to
+// their value in running and returns the keys of those that differed.
+func KeepRestartOnly(running Config, next *Config) []string {
+	var kept []string
+	for _, r := range restartOnly {
+		if r.keep(running, next) {
+			kept = append(kept, r.key)
+		}
+	}
+	return kept
+}
+
+// Changed returns the top-level keys (listen, upstreams, compress, ...)
+// whose values differ between a and b, in the order Config declares them.
+// It names keys only, never values, so it may be logged.
+func Changed(a, b Config) []string {
+	a.Timeouts.Shutdown, b.Timeouts.Shutdown = nil, nil // read as Drain
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	var keys []string
+	for i := range va.NumField() {
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			key, _, _ := strings.Cut(va.Type().Field(i).Tag.Get("yaml"), ",")
+			keys = append(keys, key)
+		}
+	}
+	return keys
 }

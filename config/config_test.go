@@ -68,6 +68,12 @@ func TestValidate(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Errorf("public_url with a path: %v", err)
 	}
+	for _, u := range []string{"redis://cache.internal:6379/0", "rediss://ctxguard@cache.internal/3", "redis://127.0.0.1"} {
+		good.Store = u
+		if err := good.Validate(); err != nil {
+			t.Errorf("store %q: %v", u, err)
+		}
+	}
 	for _, tc := range []struct {
 		mutate func(*Config)
 		want   string
@@ -88,6 +94,11 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.PublicURL = "https://ctxguard.example/" }, "public_url"},
 		{func(c *Config) { c.PublicURL = "https://u:secret@ctxguard.example" }, "public_url"},
 		{func(c *Config) { c.PublicURL = "https://ctxguard.example?x=1" }, "public_url"},
+		{func(c *Config) { c.Store = "redis://u:secret@cache:6379/0" }, "store: \"redis://u:xxxxx@cache:6379/0\": carries a password; remove it from the URL and give it in the environment instead (CTXGUARD_REDIS_PASSWORD)"},
+		{func(c *Config) { c.Store = "redis+sentinel://cache" }, "store:"},
+		{func(c *Config) { c.Store = "/var/lib/ctxguard" }, "store:"},
+		{func(c *Config) { c.Store = "redis://cache/0?db=2" }, "store:"},
+		{func(c *Config) { c.Limits.StoreBlob = 0 }, "limits.store_blob"},
 	} {
 		c := Defaults()
 		tc.mutate(&c)
@@ -222,6 +233,7 @@ func TestSecretsRedacted(t *testing.T) {
 	c.AuthToken = "0123456789abcdef-secret"
 	c.Upstreams.Anthropic = "https://user:hunter2-password@gateway.example.com/v1"
 	c.Routes = map[string]string{"team": "https://bot:hunter2-password@llm.example.com"}
+	c.Store = "redis://ctxguard:hunter2-password@cache:6379/0" // invalid, yet never printed
 	b, err := c.YAML()
 	if err != nil {
 		t.Fatal(err)
@@ -265,5 +277,77 @@ func TestLocalAddr(t *testing.T) {
 		if got := LocalAddr(in); got != want {
 			t.Errorf("LocalAddr(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestDrainAlias: timeouts.shutdown, drain's former name, still loads as
+// drain with a warning; both at once are refused; printing shows drain.
+func TestDrainAlias(t *testing.T) {
+	c := Defaults()
+	if err := Decode(&c, []byte("timeouts:\n  shutdown: 7s\n"), "cfg.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if c.Timeouts.Drain != 7*time.Second {
+		t.Errorf("drain = %v, want 7s from timeouts.shutdown", c.Timeouts.Drain)
+	}
+	if w := c.Warnings(); len(w) != 1 || !strings.Contains(w[0], "timeouts.drain") {
+		t.Errorf("warnings = %q, want one naming timeouts.drain", w)
+	}
+	b, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "shutdown") || !strings.Contains(string(b), "drain: 7s") {
+		t.Errorf("printed:\n%s", b)
+	}
+	// What is printed loads back to the same drain, without a warning.
+	back := Defaults()
+	if err := Decode(&back, b, "printed"); err != nil || back.Timeouts.Drain != 7*time.Second || back.Warnings() != nil {
+		t.Errorf("printed config reloads as drain %v, warnings %q, err %v", back.Timeouts.Drain, back.Warnings(), err)
+	}
+	// shutdown: 0 (wait without limit) is a value too.
+	c = Defaults()
+	if err := Decode(&c, []byte("timeouts: {shutdown: 0s}\n"), "cfg.yaml"); err != nil || c.Timeouts.Drain != 0 {
+		t.Errorf("shutdown: 0s gives drain %v, err %v", c.Timeouts.Drain, err)
+	}
+	c = Defaults()
+	err = Decode(&c, []byte("timeouts:\n  drain: 5s\n  shutdown: 7s\n"), "cfg.yaml")
+	if err == nil || !strings.Contains(err.Error(), "keep drain only") {
+		t.Errorf("both keys: err = %v", err)
+	}
+	if c := Defaults(); c.Warnings() != nil {
+		t.Errorf("defaults warn: %q", c.Warnings())
+	}
+}
+
+func TestKeepRestartOnly(t *testing.T) {
+	run := Defaults()
+	next := Defaults()
+	next.Listen = "127.0.0.1:9999"
+	next.DataDir = "/elsewhere"
+	next.Dashboard.Sessions = 7
+	next.Upstreams.Anthropic = "http://gateway.example"
+	next.Compress.Enabled = false
+	kept := KeepRestartOnly(run, &next)
+	if d := cmp.Diff([]string{"listen", "data_dir", "dashboard"}, kept); d != "" {
+		t.Errorf("kept (-want +got):\n%s", d)
+	}
+	if next.Listen != run.Listen || next.DataDir != run.DataDir || next.Dashboard != run.Dashboard {
+		t.Errorf("restart-only settings not kept: %s %s %+v", next.Listen, next.DataDir, next.Dashboard)
+	}
+	if next.Upstreams.Anthropic != "http://gateway.example" || next.Compress.Enabled {
+		t.Error("a reloadable setting was reset")
+	}
+	if d := cmp.Diff([]string{"upstreams", "compress"}, Changed(run, next)); d != "" {
+		t.Errorf("Changed (-want +got):\n%s", d)
+	}
+	if c := Changed(run, Defaults()); c != nil {
+		t.Errorf("Changed(defaults, defaults) = %q", c)
+	}
+	for _, k := range KeepRestartOnly(run, &next) {
+		t.Errorf("kept %s a second time", k)
+	}
+	if len(RestartOnly()) != len(restartOnly) || RestartOnly()[0] != "listen" {
+		t.Errorf("RestartOnly() = %q", RestartOnly())
 	}
 }

@@ -50,9 +50,10 @@ var ErrNotWritable = errors.New("store: data directory cannot be written")
 // never a reason to fall back: the user must choose another folder.
 var ErrNotOurs = errors.New("store: data directory is not ctxguard's")
 
-// ErrTooLarge is returned by a Memory with a byte cap for a blob larger
-// than the whole cap.
-var ErrTooLarge = errors.New("store: blob larger than the memory store's cap")
+// ErrTooLarge is matched by PutBlob's error for a blob larger than the
+// store takes: a Memory's whole byte cap, a Redis store's blob limit. The
+// error says the size and the limit.
+var ErrTooLarge = errors.New("store: blob larger than the store takes")
 
 // Store is the interface every store implements. Every method takes a
 // context: a store on a server (Redis) gives up when it ends, and callers

@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -166,6 +167,10 @@ const serveHelp = `usage: ctxguard serve [flags]
 
 Runs the proxy: point a client's API base URL at it, e.g.
   ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude
+
+SIGTERM drains: no new connections, the requests in flight end (at most
+timeouts.drain). SIGHUP reloads the configuration (see the README,
+Operations).
 ` + commonHelp
 
 const configHelp = `usage: ctxguard config [flags]
@@ -242,8 +247,9 @@ func printConfig(args []string, w io.Writer) error {
 	return err
 }
 
-func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
-	var lv slog.Level
+// newLogger returns the logger cfg describes; its level is lv's, set
+// from cfg.
+func newLogger(cfg config.Config, w io.Writer, lv *slog.LevelVar) *slog.Logger {
 	_ = lv.UnmarshalText([]byte(cfg.Log.Level))
 	opts := &slog.HandlerOptions{Level: lv}
 	if cfg.Log.Format == "json" {
@@ -262,7 +268,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{cmd: "ctxguard serve", err: err}
 	}
-	log := newLogger(cfg, stderr)
+	var level slog.LevelVar
+	log := newLogger(cfg, stderr, &level)
+	for _, w := range cfg.Warnings() {
+		log.Warn("config: " + w)
+	}
 	if limit, set := memoryLimit(cfg.Limits); set {
 		log.Debug("soft memory limit", "bytes", limit)
 	}
@@ -271,6 +281,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// With port 0 the real address is known only now; stubs name it.
+	configuredListen := cfg.Listen
 	cfg.Listen = ln.Addr().String()
 	g, err := ctxguard.New(cfg, ctxguard.WithLogger(log))
 	if err != nil {
@@ -283,16 +294,20 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		ln.Close()
 		return err
 	}
-	defer h.Close()
+	live := &liveProxy{}
+	live.p.Store(h)
+	defer func() { live.p.Load().Close() }()
 	t := cfg.Timeouts
+	var open conns
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           live,
 		ReadHeaderTimeout: t.RequestHeader,
 		IdleTimeout:       t.KeepAlive,
 		// No ReadTimeout or WriteTimeout: bodies and streamed answers
 		// are bounded by the proxy's own timeouts, which measure
 		// silence rather than total time.
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState: open.track,
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -308,21 +323,60 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if host, _, _ := net.SplitHostPort(cfg.Listen); !config.LoopbackHost(host) {
 		log.Warn("listening beyond loopback: other machines can reach this proxy; every request must carry the auth token in X-Ctxguard-Token", "listen", cfg.Listen)
 	}
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	r := &reloader{args: args, listen: configuredListen, g: g, proxy: live, level: &level, log: log}
+	for ctx.Err() == nil {
+		select {
+		case err := <-errc:
+			return err
+		case <-hup:
+			r.reload()
+		case <-ctx.Done():
+		}
 	}
-	log.Info("shutting down", "reason", context.Cause(ctx))
-	sctx := context.Background()
-	if t.Shutdown > 0 {
+	stop() // from now on a second SIGINT or SIGTERM ends the process at once
+	return drain(srv, &open, log, context.Cause(ctx), g.Config().Timeouts.Drain)
+}
+
+// conns counts a server's open connections (its ConnState hook).
+type conns struct{ open atomic.Int64 }
+
+func (c *conns) track(_ net.Conn, s http.ConnState) {
+	switch s {
+	case http.StateNew:
+		c.open.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		c.open.Add(-1)
+	}
+}
+
+// drain stops srv gracefully: it stops accepting connections at once,
+// closes the idle ones and waits for the requests in flight (streamed
+// answers included) to end, at most timeout (0: no limit). What is still
+// open then is closed, and drain returns an error, so that serve exits
+// with status 1.
+func drain(srv *http.Server, c *conns, log *slog.Logger, cause error, timeout time.Duration) error {
+	log.Info("draining: no new connections; waiting for the requests in flight (a second signal ends them at once)",
+		"reason", cause, "open_connections", c.open.Load(), "drain_timeout", timeout)
+	ctx := context.Background()
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		sctx, cancel = context.WithTimeout(sctx, t.Shutdown)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	err := srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		n := c.open.Load()
+		srv.Close()
+		log.Error("drain timeout: closed the connections still in flight", "connections", n, "drain_timeout", timeout)
+		return fmt.Errorf("drain timeout (%v): %d connections were still in flight and were closed", timeout, n)
+	}
+	if err != nil {
 		return err
 	}
+	log.Info("drained: every request in flight ended; exiting")
 	return nil
 }
 

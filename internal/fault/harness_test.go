@@ -58,7 +58,7 @@ timeouts:
   response_header: 20s
   idle: 2s
   client_write: 20s
-  shutdown: 5s
+  drain: 5s
 `
 
 // instance is one running ctxguard serve.

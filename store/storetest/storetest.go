@@ -26,6 +26,20 @@ import (
 	"github.com/ctxguard/ctxguard/store"
 )
 
+// Expiring is implemented by stores whose server expires entries by its
+// own clock (Redis), which no fake clock moves: for them the suite checks
+// the life each call sets instead of sweeping (see Run). kind is "blob"
+// or "record".
+type Expiring interface {
+	// TTL reports how long the entry has left: negative when it never
+	// expires, store.ErrNotFound when absent.
+	TTL(ctx context.Context, kind, name string) (time.Duration, error)
+	// Age shortens the entry's remaining life by d, as if d had passed;
+	// an entry whose life runs out is gone, one without expiry is left
+	// alone.
+	Age(ctx context.Context, kind, name string, d time.Duration) error
+}
+
 // Config is what a test asks of the store it opens: its TTL, and the
 // clock it must time uses (PutBlob, TouchBlob, Put) by. Sweep is given
 // the time explicitly.
@@ -98,7 +112,10 @@ func (c *Counter) TouchBlob(ctx context.Context, id string) error {
 // so a store that reads the wall clock instead of Config.Now is caught.
 var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// Run runs the suite, each part as a subtest with its own store.
+// Run runs the suite, each part as a subtest with its own store. For a
+// store that implements Expiring, the Sweep part checks the life that
+// puts, touches and gets give entries, through TTL and Age, instead of
+// moving a clock and sweeping.
 func Run(t *testing.T, open Open) {
 	for _, tc := range []struct {
 		name string
@@ -291,6 +308,10 @@ func testSweep(t *testing.T, open Open) {
 	const ttl = 24 * time.Hour
 	every := store.RefreshInterval(ttl)
 	s, clk := openStore(t, open, ttl)
+	if _, ok := s.(Expiring); ok {
+		testExpiry(t, open)
+		return
+	}
 	blob := func(name string) string {
 		id := store.ID([]byte(name))
 		if err := s.PutBlob(context.Background(), id, []byte(name)); err != nil {
@@ -521,5 +542,148 @@ func testFiles(t *testing.T, open Open) {
 	got, err := os.ReadFile(p)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Errorf("reading %s: %q, %v; want the blob", p, got, err)
+	}
+}
+
+// testExpiry is testSweep for a store that expires entries itself: each
+// use must set the life the contract gives (a blob ttl +
+// RefreshInterval(ttl) after its last PutBlob or TouchBlob, a record ttl
+// after its last Put, Get or PutIfAbsent), reads must not, an entry whose
+// life ran out is gone, and a TTL <= 0 sets no expiry.
+func testExpiry(t *testing.T, open Open) {
+	const ttl = 24 * time.Hour
+	blobLife := ttl + store.RefreshInterval(ttl)
+	// The calls between setting a life and reading it back take far
+	// less than this; it only absorbs them.
+	const slack = 10 * time.Minute
+	ctx := context.Background()
+	s, _ := openStore(t, open, ttl)
+	x := s.(Expiring)
+	left := func(kind, name string) time.Duration {
+		t.Helper()
+		d, err := x.TTL(ctx, kind, name)
+		if err != nil {
+			t.Fatalf("TTL(%s %q): %v", kind, name, err)
+		}
+		return d
+	}
+	near := func(what, kind, name string, want time.Duration) {
+		t.Helper()
+		if d := left(kind, name); d > want || d < want-slack {
+			t.Errorf("%s: %s %q has %v left, want %v (within %v)", what, kind, name, d, want, slack)
+		}
+	}
+	age := func(kind, name string, d time.Duration) {
+		t.Helper()
+		if err := x.Age(ctx, kind, name, d); err != nil {
+			t.Fatalf("Age(%s %q): %v", kind, name, err)
+		}
+	}
+	blob := func(name string) string {
+		t.Helper()
+		id := store.ID([]byte(name))
+		if err := s.PutBlob(ctx, id, []byte(name)); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+
+	if _, err := x.TTL(ctx, "blob", store.ID([]byte("never put"))); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("TTL of an absent blob: err %v, want ErrNotFound", err)
+	}
+	used, unused, reput := blob("used"), blob("unused"), blob("put again")
+	for _, id := range []string{used, unused, reput} {
+		near("PutBlob", "blob", id, blobLife)
+		age("blob", id, ttl/2)
+		near("Age", "blob", id, blobLife-ttl/2)
+	}
+	if err := s.TouchBlob(ctx, used); err != nil {
+		t.Fatal(err)
+	}
+	near("TouchBlob", "blob", used, blobLife)
+	blob("put again")
+	near("PutBlob of a present blob", "blob", reput, blobLife)
+	// Reading is not a use.
+	read(t, s, unused)
+	s.HasBlob(ctx, unused)
+	near("OpenBlob and HasBlob", "blob", unused, blobLife-ttl/2)
+	// Its life runs out: gone, and Sweep has nothing to do.
+	age("blob", unused, blobLife)
+	if s.HasBlob(ctx, unused) {
+		t.Error("a blob whose life ran out is present")
+	}
+	if _, err := s.OpenBlob(ctx, unused); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("OpenBlob of an expired blob: err %v, want ErrNotFound", err)
+	}
+	if n, err := s.Sweep(ctx, time.Now().Add(100*ttl)); n != 0 || err != nil {
+		t.Errorf("Sweep of a self-expiring store = %d, %v; want 0, nil", n, err)
+	}
+	if !s.HasBlob(ctx, used) || !s.HasBlob(ctx, reput) {
+		t.Error("Sweep removed blobs in use")
+	}
+
+	// Records.
+	for _, k := range []string{"put", "got", "again", "a\x00b"} {
+		if err := s.Put(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+		near("Put", "record", k, ttl)
+		age("record", k, ttl/2)
+		near("Age", "record", k, ttl/2)
+	}
+	if _, err := s.Get(ctx, "got"); err != nil {
+		t.Fatal(err)
+	}
+	near("Get", "record", "got", ttl)
+	if _, stored, err := s.PutIfAbsent(ctx, "again", []byte("other")); err != nil || stored {
+		t.Fatalf("PutIfAbsent over a record: stored %v, err %v", stored, err)
+	}
+	near("PutIfAbsent over a record", "record", "again", ttl)
+	if err := s.Put(ctx, "a\x00b", []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	near("Put over a record", "record", "a\x00b", ttl)
+	near("untouched", "record", "put", ttl/2)
+	if _, stored, err := s.PutIfAbsent(ctx, "new", []byte("v")); err != nil || !stored {
+		t.Fatalf("PutIfAbsent of a new key: stored %v, err %v", stored, err)
+	}
+	near("PutIfAbsent of a new key", "record", "new", ttl)
+	age("record", "put", ttl)
+	if _, err := s.Get(ctx, "put"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get of an expired record: err %v, want ErrNotFound", err)
+	}
+	if v, err := s.Get(ctx, "got"); err != nil || string(v) != "got" {
+		t.Errorf("Get of a live record = %q, %v", v, err)
+	}
+
+	// A TTL of 0 sets no expiry, whatever the call.
+	forever, _ := openStore(t, open, 0)
+	fx := forever.(Expiring)
+	id := store.ID([]byte("kept"))
+	if err := forever.PutBlob(ctx, id, []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if err := forever.TouchBlob(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := forever.PutBlob(ctx, id, []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if err := forever.Put(ctx, "r", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := forever.Get(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := forever.PutIfAbsent(ctx, "r", []byte("w")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := forever.PutIfAbsent(ctx, "p", []byte("w")); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range [][2]string{{"blob", id}, {"record", "r"}, {"record", "p"}} {
+		if d, err := fx.TTL(ctx, e[0], e[1]); err != nil || d >= 0 {
+			t.Errorf("TTL 0: %s %q has %v left (err %v), want no expiry", e[0], e[1], d, err)
+		}
 	}
 }
