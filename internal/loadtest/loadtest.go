@@ -279,6 +279,9 @@ clear:
   enabled: true
 `
 
+// configMark precedes Options.CtxguardConfig in ctxguard's configuration.
+const configMark = "# --ctxguard-config\n"
+
 // target is one of the three ways to the upstream.
 type target struct {
 	name   string
@@ -365,7 +368,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	cfgPath := filepath.Join(tmp, "ctxguard.yaml")
 	cfg := ctxguardConfig
 	if opt.CtxguardConfig != "" {
-		cfg += "# --ctxguard-config\n" + opt.CtxguardConfig + "\n"
+		cfg += configMark + opt.CtxguardConfig + "\n"
 	}
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err

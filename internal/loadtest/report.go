@@ -401,6 +401,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "ctxguard: ctxguard serve%s, every pass on (compress, persist, clear at shipped settings), fresh data dir, own process; idle RSS %s; %d error log lines\n",
 			env, bytesName(r.Ctxguard.IdleRSS), r.Ctxguard.ErrorLogLines)
 	}
+	if _, added, ok := strings.Cut(r.Ctxguard.Config, configMark); ok {
+		fmt.Fprintf(&b, "ctxguard configuration added (--ctxguard-config): %s\n", yamlLine(added))
+	}
 	if c := r.Ctxguard; c.AfterIdleRSS > 0 {
 		var peak int64
 		for i := range r.Cases {
@@ -538,6 +541,18 @@ func (r *Report) writeInstances(b *strings.Builder) {
 	if tw != nil {
 		tw.Flush()
 	}
+}
+
+// yamlLine renders YAML on one line: its lines trimmed, without blank
+// ones and comments, joined by "; ".
+func yamlLine(y string) string {
+	var parts []string
+	for l := range strings.Lines(y) {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 func num(s Summary, v float64) string {

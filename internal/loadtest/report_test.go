@@ -179,6 +179,7 @@ func TestWriteTextInstances(t *testing.T) {
 	r := synthReport()
 	r.Cases[1].Targets[2].Requests = 11 // 6 + 5
 	synthInstances(r)
+	r.Ctxguard.Config = ctxguardConfig + configMark + "store: redis://127.0.0.1:6390/0\n\n# shared\npublic_url: http://127.0.0.1:8787\n"
 	var b bytes.Buffer
 	if err := r.WriteText(&b); err != nil {
 		t.Fatal(err)
@@ -193,6 +194,7 @@ func TestWriteTextInstances(t *testing.T) {
 	// its instances peaked at 7 ± 3.5 MiB.
 	for _, want := range []string{
 		"ctxguard×2: 2 ctxguard serve processes, the same configuration, every pass on (compress, persist, clear at shipped settings), a fresh data dir each; the client sends each request to the next, round robin; idle RSS 10.0 MiB (sum); 0 error log lines",
+		"ctxguard configuration added (--ctxguard-config): store: redis://127.0.0.1:6390/0; public_url: http://127.0.0.1:8787",
 		"case body target req err req/s p50 p99 +direct p50 +direct p99 +pass p50 +pass p99",
 		"anthropic 1MB c=1 sse 1.0 MiB direct 10 0 1000.0 1.00 2.00",
 		"ctxguard×2 11 0 416.7 2.40 5.00 +1.40 +3.00 +0.90 +2.00",
@@ -213,12 +215,13 @@ func TestWriteTextInstances(t *testing.T) {
 		t.Errorf("instances section lists the passthrough:\n%s", section)
 	}
 
-	// One instance: no label suffix, no section.
+	// One instance and no added configuration: no label suffix, no
+	// section, no configuration line.
 	b.Reset()
 	if err := synthReport().WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	if out := b.String(); strings.Contains(out, "ctxguard×") || strings.Contains(out, "instances (round robin") {
+	if out := b.String(); strings.Contains(out, "ctxguard×") || strings.Contains(out, "instances (round robin") || strings.Contains(out, "--ctxguard-config") {
 		t.Errorf("single-instance report mentions instances:\n%s", out)
 	}
 }
