@@ -159,10 +159,12 @@ type Options struct {
 	// CtxguardInstances is how many "ctxguard serve" processes make the
 	// ctxguard target (default 1), all with the same configuration and
 	// each with its own data folder; the client sends each request to the
-	// next one, round robin, as a balancer in front of a fleet would (so a
-	// session's requests go to every instance in turn). Its peak RSS and
-	// CPU are the sums over the instances. For instances to serve each
-	// other's blobs and summaries, CtxguardConfig names a shared store.
+	// next one, round robin, as a balancer in front of a fleet would: one
+	// turn for all clients, so at concurrency 1 a session's requests
+	// alternate between the instances, and above it each goes to whichever
+	// is next. Its peak RSS and CPU are the sums over the instances. For
+	// instances to serve each other's blobs and summaries, CtxguardConfig
+	// names a shared store.
 	CtxguardInstances int
 	// CtxguardConfig is YAML appended to ctxguard's configuration
 	// (ctxguardConfig), to measure other settings: "dashboard: {enabled:
