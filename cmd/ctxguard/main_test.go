@@ -55,6 +55,8 @@ func TestCommandLine(t *testing.T) {
 		{name: "config -h", args: []string{"config", "-h"}, code: 0, stdout: "Prints the effective configuration"},
 		{name: "replay -h", args: []string{"replay", "-h"}, code: 0, stdout: "usage: ctxguard replay"},
 		{name: "bench -h", args: []string{"bench", "-h"}, code: 0, stdout: "usage: ctxguard bench"},
+		{name: "bench -h lists instances", args: []string{"bench", "-h"}, code: 0, stdout: "-ctxguard-instances int"},
+		{name: "bench without instances", args: []string{"bench", "--ctxguard-instances", "0"}, code: 2, stderrOnce: "--ctxguard-instances 0: want at least 1"},
 		{name: "bad flag", args: []string{"serve", "--bogus"}, code: 2, stderrOnce: "flag provided but not defined: -bogus"},
 		{name: "bad replay flag", args: []string{"replay", "--bogus"}, code: 2, stderrOnce: "flag provided but not defined: -bogus"},
 		{name: "stray argument", args: []string{"config", "extra"}, code: 2, stderrOnce: `unexpected argument "extra"`},

@@ -17,7 +17,12 @@
 //   - ctxguard: "ctxguard serve" built from ./cmd/ctxguard, run as a
 //     process of its own with every pass on (compress, persist, clear, at
 //     their shipped settings), its default log level, and a fresh data
-//     folder in a temporary directory.
+//     folder in a temporary directory. With Options.CtxguardInstances
+//     above 1 it is that many such processes (a data folder each, one
+//     configuration, which can name a shared store), and the client sends
+//     each request to the next one, round robin, as a balancer in front
+//     of a fleet would: the target is reported as "ctxguard×N", its peak
+//     RSS and CPU time summed over the processes and given per process.
 //
 // The fake upstream answers POST /v1/messages in the API's wire format,
 // as JSON or as an SSE stream (answers rendered once by anthropictest: a
@@ -68,7 +73,9 @@
 // client reading it: what a hop adds on the answer's way back). The
 // report gives their percentiles, what the passthrough and ctxguard add
 // over direct and ctxguard over the passthrough (differences of
-// percentiles), the proxies' CPU time per request and peak RSS per case,
+// percentiles), each target's throughput (successful requests per second
+// of the time its slots took), the proxies' CPU time per request and
+// peak RSS per case,
 // a line fitted through ctxguard's peak RSS against the bytes in flight,
 // the share of CPU time other processes took while measuring, and checks
 // ctxguard's targets (Checks). It renders as text, JSON, or the Go
@@ -149,6 +156,16 @@ type Options struct {
 	// CtxguardEnv adds KEY=VALUE variables to ctxguard's environment only
 	// (GOGC=200, say, to try a runtime setting).
 	CtxguardEnv []string
+	// CtxguardInstances is how many "ctxguard serve" processes make the
+	// ctxguard target (default 1), all with the same configuration and
+	// each with its own data folder; the client sends each request to the
+	// next one, round robin, as a balancer in front of a fleet would: one
+	// turn for all clients, so at concurrency 1 a session's requests
+	// alternate between the instances, and above it each goes to whichever
+	// is next. Its peak RSS and CPU are the sums over the instances. For
+	// instances to serve each other's blobs and summaries, CtxguardConfig
+	// names a shared store.
+	CtxguardInstances int
 	// CtxguardConfig is YAML appended to ctxguard's configuration
 	// (ctxguardConfig), to measure other settings: "dashboard: {enabled:
 	// false}", say. It must not repeat the keys ctxguardConfig sets.
@@ -221,6 +238,12 @@ func (o *Options) defaults() error {
 	if o.Warmup <= 0 {
 		o.Warmup = 3
 	}
+	if o.CtxguardInstances == 0 {
+		o.CtxguardInstances = 1
+	}
+	if o.CtxguardInstances < 1 || o.CtxguardInstances > 16 {
+		return fmt.Errorf("loadtest: %d ctxguard instances, want 1..16", o.CtxguardInstances)
+	}
 	for _, s := range o.Sizes {
 		if s <= 0 {
 			return fmt.Errorf("loadtest: size %d must be positive", s)
@@ -258,12 +281,33 @@ clear:
   enabled: true
 `
 
+// configMark precedes Options.CtxguardConfig in ctxguard's configuration.
+const configMark = "# --ctxguard-config\n"
+
 // target is one of the three ways to the upstream.
 type target struct {
 	name   string
-	url    string
-	proc   *procs.Proc // nil for direct
+	urls   []string      // one per instance
+	procs  []*procs.Proc // the same order; none for direct
+	rr     roundRobin
 	client *http.Client
+}
+
+// roundRobin hands out 0, 1, ..., n-1, 0, 1, ... to concurrent callers,
+// one index per call: which instance of a target gets the next request.
+type roundRobin struct{ calls atomic.Uint64 }
+
+func (r *roundRobin) next(n int) int {
+	return int((r.calls.Add(1) - 1) % uint64(max(n, 1)))
+}
+
+// pids returns the process ids of procs.
+func pids(ps []*procs.Proc) []int {
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = p.Pid()
+	}
+	return out
 }
 
 // harness is the state of one Run.
@@ -326,21 +370,33 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	cfgPath := filepath.Join(tmp, "ctxguard.yaml")
 	cfg := ctxguardConfig
 	if opt.CtxguardConfig != "" {
-		cfg += "# --ctxguard-config\n" + opt.CtxguardConfig + "\n"
+		cfg += configMark + opt.CtxguardConfig + "\n"
 	}
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	ct, err := procs.Start(Ctxguard, ctBin, append(slices.Clip(env), opt.CtxguardEnv...), "serve", "--config", cfgPath, "--listen", "127.0.0.1:0",
-		"--upstream", h.up.URL, "--data-dir", filepath.Join(tmp, "data"))
-	if err != nil {
-		return nil, err
+	cts := make([]*procs.Proc, opt.CtxguardInstances)
+	for i := range cts {
+		name, dir := Ctxguard, "data"
+		if len(cts) > 1 {
+			name, dir = fmt.Sprintf("%s-%d", Ctxguard, i+1), fmt.Sprintf("data-%d", i+1)
+		}
+		ct, err := procs.Start(name, ctBin, append(slices.Clip(env), opt.CtxguardEnv...), "serve", "--config", cfgPath, "--listen", "127.0.0.1:0",
+			"--upstream", h.up.URL, "--data-dir", filepath.Join(tmp, dir))
+		if err != nil {
+			return nil, err
+		}
+		defer ct.Stop()
+		cts[i] = ct
 	}
-	defer ct.Stop()
+	ctURLs := make([]string, len(cts))
+	for i, ct := range cts {
+		ctURLs[i] = ct.URL
+	}
 	h.targets = []*target{
-		{name: Direct, url: h.up.URL},
-		{name: Passthrough, url: pt.URL, proc: pt},
-		{name: Ctxguard, url: ct.URL, proc: ct},
+		{name: Direct, urls: []string{h.up.URL}},
+		{name: Passthrough, urls: []string{pt.URL}, procs: []*procs.Proc{pt}},
+		{name: Ctxguard, urls: ctURLs, procs: cts},
 	}
 	maxConc := 1
 	for _, c := range opt.Concurrency {
@@ -358,13 +414,15 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		defer tr.CloseIdleConnections()
 		t.client = &http.Client{Transport: tr}
 	}
-	for _, p := range []*procs.Proc{pt, ct} {
+	for _, t := range h.targets[1:] {
+		p := t.procs[0]
 		info := ProcInfo{Command: filepath.Base(p.Cmd.Path) + " " + strings.Join(p.Cmd.Args[1:], " ")}
-		if _, rss, err := procs.Memory(p.Pid()); err == nil {
-			info.IdleRSS = rss
-		}
-		if p == ct {
+		info.IdleRSS = sumRSS(t.procs)
+		if t.name == Ctxguard {
 			info.Config, info.Env = cfg, opt.CtxguardEnv
+			if len(t.procs) > 1 {
+				info.Instances = len(t.procs)
+			}
 			rep.Ctxguard = info
 		} else {
 			rep.Passthrough = info
@@ -372,7 +430,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	}
 	rep.Settings = Settings{DurationS: opt.Duration.Seconds(), MaxRequests: opt.MaxRequests, Warmup: opt.Warmup}
 	rep.Machine.LoadBefore = loadAvg()
-	meter := newCPUMeter(pt.Pid(), ct.Pid())
+	meter := newCPUMeter(append([]int{pt.Pid()}, pids(cts)...)...)
 
 	cases := caseOrder(opt.Protocols, opt.Sizes, opt.Concurrency, opt.Modes)
 	budget := opt.Duration / time.Duration(len(cases))
@@ -416,15 +474,27 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			return nil, ctx.Err()
 		case <-time.After(opt.IdleWait):
 		}
-		if _, rss, err := procs.Memory(ct.Pid()); err == nil {
-			rep.Ctxguard.AfterIdleRSS, rep.Ctxguard.IdleWaitS = rss, opt.IdleWait.Seconds()
-		}
+		rep.Ctxguard.AfterIdleRSS, rep.Ctxguard.IdleWaitS = sumRSS(cts), opt.IdleWait.Seconds()
 	}
-	rep.Ctxguard.ErrorLogLines = ct.ErrorLines()
+	for _, ct := range cts {
+		rep.Ctxguard.ErrorLogLines += ct.ErrorLines()
+	}
 	rep.Elapsed = time.Since(started).Round(time.Second).String()
 	rep.RSS = FitRSS(rep)
 	rep.Checks = Checks(rep)
 	return rep, nil
+}
+
+// sumRSS returns the sum of the processes' resident set sizes (those
+// that can be read).
+func sumRSS(ps []*procs.Proc) int64 {
+	var n int64
+	for _, p := range ps {
+		if _, rss, err := procs.Memory(p.Pid()); err == nil {
+			n += rss
+		}
+	}
+	return n
 }
 
 // caseOrder lists the cases in the order they run: by bytes in flight
@@ -484,6 +554,10 @@ type acc struct {
 	rewritten, failed, skip int
 	passes                  string
 	tokBefore, tokAfter     int
+	// busy is the wall time of the target's measured slots; sent counts
+	// the requests sent to each of its instances.
+	busy time.Duration
+	sent []int
 }
 
 func (h *harness) runCase(ctx context.Context, src *Source, cs caseSpec, rounds int, budget time.Duration) (CaseResult, error) {
@@ -503,22 +577,20 @@ func (h *harness) runCase(ctx context.Context, src *Source, cs caseSpec, rounds 
 		want = int64(ans.sse)
 	}
 
-	reset := make([]bool, len(h.targets))
+	reset := make([][]bool, len(h.targets))
 	for i, t := range h.targets {
-		if t.proc != nil {
-			reset[i] = procs.ResetPeak(t.proc.Pid())
+		for _, p := range t.procs {
+			reset[i] = append(reset[i], procs.ResetPeak(p.Pid()))
 		}
 	}
 	deadline := time.Now().Add(budget)
 	accs := make([]*acc, len(h.targets))
-	for i := range accs {
-		accs[i] = &acc{}
-	}
 	scratch := make([]*acc, len(h.targets)) // warm-up samples, dropped
-	for i := range scratch {
-		scratch[i] = &acc{}
+	for i, t := range h.targets {
+		accs[i] = &acc{sent: make([]int, len(t.urls))}
+		scratch[i] = &acc{sent: make([]int, len(t.urls))}
 	}
-	cpu0 := make([]time.Duration, len(h.targets))
+	cpu0 := make([][]time.Duration, len(h.targets))
 	per := cs.conc * perWorker(cs.conc)
 	for r := 0; ; r++ {
 		if err := ctx.Err(); err != nil {
@@ -527,8 +599,9 @@ func (h *harness) runCase(ctx context.Context, src *Source, cs caseSpec, rounds 
 		warm := r < h.opt.Warmup
 		if r == h.opt.Warmup {
 			for i, t := range h.targets {
-				if t.proc != nil {
-					cpu0[i], _ = cpuTime(t.proc.Pid())
+				cpu0[i] = make([]time.Duration, len(t.procs))
+				for j, p := range t.procs {
+					cpu0[i][j], _ = cpuTime(p.Pid())
 				}
 			}
 		}
@@ -555,13 +628,14 @@ func (h *harness) runCase(ctx context.Context, src *Source, cs caseSpec, rounds 
 		if n := len(a.lat); n > 0 {
 			tr.UpstreamBytes = a.upBytes / int64(n)
 		}
-		if t.proc != nil {
-			ps := &ProcStats{PeakReset: reset[i]}
-			if cpu, err := cpuTime(t.proc.Pid()); err == nil {
-				ps.CPUPerRequestMs = ms(perRequest(cpu-cpu0[i], tr.Requests))
-			}
-			ps.PeakRSS, ps.RSS, _ = procs.Memory(t.proc.Pid())
-			tr.Process = ps
+		if a.busy > 0 {
+			tr.ThroughputRPS = float64(len(a.lat)) / a.busy.Seconds()
+		}
+		if len(t.procs) > 0 {
+			tr.Process = procStats(t.procs, cpu0[i], reset[i], a.sent, tr.Requests)
+		}
+		if len(t.procs) > 1 {
+			tr.Instances = len(t.procs)
 		}
 		if t.name == Ctxguard {
 			tr.Rewrite = &RewriteStats{Rewritten: a.rewritten, FailedOpen: a.failed, Skipped: a.skip,
@@ -573,9 +647,35 @@ func (h *harness) runCase(ctx context.Context, src *Source, cs caseSpec, rounds 
 	return res, nil
 }
 
+// procStats measures a target's processes at the end of a case: the sum
+// of their peak RSS, RSS and CPU time since cpu0 (per request of the
+// target's), and, for more than one, each one's figures with sent[i]
+// requests.
+func procStats(ps []*procs.Proc, cpu0 []time.Duration, reset []bool, sent []int, requests int) *ProcStats {
+	st := &ProcStats{PeakReset: true}
+	var total time.Duration
+	for j, p := range ps {
+		in := InstanceStats{Requests: sent[j]}
+		if cpu, err := cpuTime(p.Pid()); err == nil {
+			in.CPUMs = ms(cpu - cpu0[j])
+			total += cpu - cpu0[j]
+		}
+		in.PeakRSS, in.RSS, _ = procs.Memory(p.Pid())
+		st.PeakRSS += in.PeakRSS
+		st.RSS += in.RSS
+		st.PeakReset = st.PeakReset && reset[j]
+		if len(ps) > 1 {
+			st.Instances = append(st.Instances, in)
+		}
+	}
+	st.CPUPerRequestMs = ms(perRequest(total, requests))
+	return st
+}
+
 // slot runs one slot: every worker sends its requests to t, one after
-// the other.
+// the other. It adds the slot's wall time to a.busy.
 func (h *harness) slot(ctx context.Context, t *target, cs caseSpec, bodies [][]byte, want int64, a *acc) {
+	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range cs.conc {
 		wg.Go(func() {
@@ -586,12 +686,19 @@ func (h *harness) slot(ctx context.Context, t *target, cs caseSpec, bodies [][]b
 		})
 	}
 	wg.Wait()
+	a.mu.Lock()
+	a.busy += time.Since(start)
+	a.mu.Unlock()
 }
 
 // do sends one request and records it in a.
 func (h *harness) do(ctx context.Context, t *target, cs caseSpec, body []byte, session string, want int64, buf []byte, a *acc) {
 	id := "r" + strconv.FormatInt(h.ids.Add(1), 10)
-	url := t.url + pathOf(cs.proto)
+	inst := t.rr.next(len(t.urls))
+	a.mu.Lock()
+	a.sent[inst]++
+	a.mu.Unlock()
+	url := t.urls[inst] + pathOf(cs.proto)
 	if cs.proto == Anthropic {
 		url += "?beta=true"
 	}

@@ -104,6 +104,10 @@ type ProcInfo struct {
 	Command string   `json:"command"`
 	Config  string   `json:"config,omitempty"` // ctxguard's YAML configuration
 	Env     []string `json:"env,omitempty"`    // variables added to its environment
+	// Instances is the number of processes (ctxguard serve
+	// --ctxguard-instances) when more than one; then Command is the
+	// first's, and IdleRSS, AfterIdleRSS and ErrorLogLines are sums.
+	Instances int `json:"instances,omitempty"`
 	// IdleRSS is the resident set size after start-up, before any
 	// request: the fixed base of the RSS check.
 	IdleRSS int64 `json:"idle_rss"`
@@ -141,7 +145,10 @@ type CaseResult struct {
 // TargetResult is one target's figures in a case. Latency, TTFB and Relay
 // cover the requests that succeeded.
 type TargetResult struct {
-	Target     string `json:"target"`
+	Target string `json:"target"`
+	// Instances is the number of processes behind the target when more
+	// than one (ctxguard's, round robin per request); see Label.
+	Instances  int    `json:"instances,omitempty"`
 	Requests   int    `json:"requests"`
 	Errors     int    `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
@@ -154,6 +161,11 @@ type TargetResult struct {
 	Relay Summary `json:"relay"`
 	// UpstreamBytes is the mean request body size the upstream received.
 	UpstreamBytes int64 `json:"upstream_bytes"`
+	// ThroughputRPS is the successful requests per second of the time
+	// the target was being measured (its slots, in which the case's
+	// clients send only to it): at concurrency 1 about 1 / latency, above
+	// it what the target serves with that many clients.
+	ThroughputRPS float64 `json:"throughput_rps"`
 	// VsDirect and VsPassthrough are what this target adds over the other
 	// (nil for the target itself and for direct).
 	VsDirect      *Overhead     `json:"vs_direct,omitempty"`
@@ -178,9 +190,35 @@ type ProcStats struct {
 	// PeakRSS is VmHWM at the end of the case, reset when the case began
 	// (warm-up included) if PeakReset, else the peak since the process
 	// started; RSS is VmRSS then.
-	PeakRSS   int64 `json:"peak_rss"`
-	RSS       int64 `json:"rss"`
-	PeakReset bool  `json:"peak_reset"`
+	// For a target of several processes, PeakRSS, RSS and the CPU time
+	// are sums over them, PeakReset holds if it does for every one, and
+	// Instances has each one's figures.
+	PeakRSS   int64           `json:"peak_rss"`
+	RSS       int64           `json:"rss"`
+	PeakReset bool            `json:"peak_reset"`
+	Instances []InstanceStats `json:"instances,omitempty"`
+}
+
+// InstanceStats are one process's figures in a case, for a target of
+// several.
+type InstanceStats struct {
+	Requests int     `json:"requests"` // sent to it, measured rounds only
+	CPUMs    float64 `json:"cpu_ms"`   // over the measured rounds
+	PeakRSS  int64   `json:"peak_rss"`
+	RSS      int64   `json:"rss"`
+}
+
+// Label names the target in reports: its name, followed by "×N" for N
+// instances ("ctxguard×2").
+func (t *TargetResult) Label() string {
+	return instancesLabel(t.Target, t.Instances)
+}
+
+func instancesLabel(name string, n int) string {
+	if n > 1 {
+		return fmt.Sprintf("%s×%d", name, n)
+	}
+	return name
 }
 
 // RewriteStats say what ctxguard did to the measured requests, from its
@@ -356,8 +394,16 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Ctxguard.Env) > 0 {
 		env = " with " + strings.Join(r.Ctxguard.Env, " ")
 	}
-	fmt.Fprintf(&b, "ctxguard: ctxguard serve%s, every pass on (compress, persist, clear at shipped settings), fresh data dir, own process; idle RSS %s; %d error log lines\n",
-		env, bytesName(r.Ctxguard.IdleRSS), r.Ctxguard.ErrorLogLines)
+	if n := r.Ctxguard.Instances; n > 1 {
+		fmt.Fprintf(&b, "%s: %d ctxguard serve processes%s, the same configuration, every pass on (compress, persist, clear at shipped settings), a fresh data dir each; the client sends each request to the next, round robin; idle RSS %s (sum); %d error log lines\n",
+			instancesLabel(Ctxguard, n), n, env, bytesName(r.Ctxguard.IdleRSS), r.Ctxguard.ErrorLogLines)
+	} else {
+		fmt.Fprintf(&b, "ctxguard: ctxguard serve%s, every pass on (compress, persist, clear at shipped settings), fresh data dir, own process; idle RSS %s; %d error log lines\n",
+			env, bytesName(r.Ctxguard.IdleRSS), r.Ctxguard.ErrorLogLines)
+	}
+	if _, added, ok := strings.Cut(r.Ctxguard.Config, configMark); ok {
+		fmt.Fprintf(&b, "ctxguard configuration added (--ctxguard-config): %s\n", yamlLine(added))
+	}
 	if c := r.Ctxguard; c.AfterIdleRSS > 0 {
 		var peak int64
 		for i := range r.Cases {
@@ -365,14 +411,14 @@ func (r *Report) WriteText(w io.Writer) error {
 				peak = max(peak, t.Process.PeakRSS)
 			}
 		}
-		fmt.Fprintf(&b, "ctxguard memory: peak RSS %s during the run; %s after %.0f s idle\n", bytesName(peak), bytesName(c.AfterIdleRSS), c.IdleWaitS)
+		fmt.Fprintf(&b, "%s memory: peak RSS %s during the run; %s after %.0f s idle\n", instancesLabel(Ctxguard, c.Instances), bytesName(peak), bytesName(c.AfterIdleRSS), c.IdleWaitS)
 	}
 	s := r.Settings
 	fmt.Fprintf(&b, "measuring: %.0f s split over %d cases, at most %d requests per target and case, %d warm-up rounds per case, targets interleaved\n",
 		s.DurationS, len(r.Cases), s.MaxRequests, s.Warmup)
-	b.WriteString("\nlatency, ms (request start to last answer byte); +direct / +pass: what the target adds over direct / over the passthrough (difference of percentiles)\n")
+	b.WriteString("\nlatency, ms (request start to last answer byte); +direct / +pass: what the target adds over direct / over the passthrough (difference of percentiles); req/s: successful requests per second of the target's measuring time\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "case\tbody\ttarget\treq\terr\tp50\tp99\t+direct p50\t+direct p99\t+pass p50\t+pass p99\t")
+	fmt.Fprintln(tw, "case\tbody\ttarget\treq\terr\treq/s\tp50\tp99\t+direct p50\t+direct p99\t+pass p50\t+pass p99\t")
 	for i := range r.Cases {
 		c := &r.Cases[i]
 		for j, t := range c.Targets {
@@ -380,7 +426,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			if j == 0 {
 				name, body = c.Name, bytesName(int64(c.BodyBytes))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, body, t.Target, t.Requests, t.Errors,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, body, t.Label(), t.Requests, t.Errors, t.ThroughputRPS,
 				num(t.Latency, t.Latency.P50), num(t.Latency, t.Latency.P99),
 				delta(t.VsDirect, func(o *Overhead) float64 { return o.Latency.P50 }),
 				delta(t.VsDirect, func(o *Overhead) float64 { return o.Latency.P99 }),
@@ -407,7 +453,7 @@ func (r *Report) WriteText(w io.Writer) error {
 					rss += " (since start)"
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, t.Target,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, t.Label(),
 				num(t.TTFB, t.TTFB.P50),
 				delta(t.VsPassthrough, func(o *Overhead) float64 { return o.TTFB.P50 }),
 				num(t.Relay, t.Relay.P50), num(t.Relay, t.Relay.P99),
@@ -417,6 +463,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	tw.Flush()
+
+	r.writeInstances(&b)
 
 	b.WriteString("\nctxguard's rewrites (from its response headers)\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -442,7 +490,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, c := range r.Cases {
 		for _, t := range c.Targets {
 			if t.Errors > 0 {
-				errs = append(errs, fmt.Sprintf("%s %s: %d failed, first: %s", c.Name, t.Target, t.Errors, t.FirstError))
+				errs = append(errs, fmt.Sprintf("%s %s: %d failed, first: %s", c.Name, t.Label(), t.Errors, t.FirstError))
 			}
 		}
 	}
@@ -462,6 +510,49 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw.Flush()
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeInstances writes, for the targets of several processes, each
+// one's share of the requests, CPU time and peak RSS per case.
+func (r *Report) writeInstances(b *strings.Builder) {
+	header := false
+	var tw *tabwriter.Writer
+	for i := range r.Cases {
+		c := &r.Cases[i]
+		for _, t := range c.Targets {
+			if t.Process == nil || len(t.Process.Instances) < 2 {
+				continue
+			}
+			if !header {
+				b.WriteString("\ninstances (round robin per request): requests sent, CPU time and peak RSS of each in the case\n")
+				tw = tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+				fmt.Fprintln(tw, "case\ttarget\tinstance\treq\tcpu ms\tpeak RSS\t")
+				header = true
+			}
+			for k, in := range t.Process.Instances {
+				name, label := "", ""
+				if k == 0 {
+					name, label = c.Name, t.Label()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%s\t\n", name, label, k+1, in.Requests, in.CPUMs, bytesName(in.PeakRSS))
+			}
+		}
+	}
+	if tw != nil {
+		tw.Flush()
+	}
+}
+
+// yamlLine renders YAML on one line: its lines trimmed, without blank
+// ones and comments, joined by "; ".
+func yamlLine(y string) string {
+	var parts []string
+	for l := range strings.Lines(y) {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 func num(s Summary, v float64) string {
@@ -513,7 +604,7 @@ func mib(n int64) float64 { return float64(n) / (1 << 20) }
 func progressLine(c *CaseResult) string {
 	var parts []string
 	for _, t := range c.Targets {
-		parts = append(parts, fmt.Sprintf("%s p50 %s p99 %s", t.Target, num(t.Latency, t.Latency.P50), num(t.Latency, t.Latency.P99)))
+		parts = append(parts, fmt.Sprintf("%s p50 %s p99 %s %.0f req/s", t.Label(), num(t.Latency, t.Latency.P50), num(t.Latency, t.Latency.P99), t.ThroughputRPS))
 	}
 	return fmt.Sprintf("%-16s %3d rounds  %s", c.Name, c.MeasuredRounds, strings.Join(parts, ", "))
 }
@@ -522,8 +613,9 @@ func progressLine(c *CaseResult) string {
 // case and target, named
 // BenchmarkOverhead/size=1MB/c=1/mode=sse/target=ctxguard, with the
 // successful requests as the iteration count and the units p50-ns,
-// p99-ns, ttfb-p50-ns and relay-p50-ns, plus cpu-ns/req and peak-rss-B
-// for the proxies. benchstat reads it: several runs appended to one file
+// p99-ns, ttfb-p50-ns, relay-p50-ns and req/s (throughput), plus
+// cpu-ns/req and peak-rss-B for the proxies; a target of several
+// instances is named by its Label (target=ctxguard×2). benchstat reads it: several runs appended to one file
 // give confidence intervals, "benchstat -col /target" compares the
 // targets, and two files compare two builds of ctxguard.
 func (r *Report) WriteBenchfmt(w io.Writer) error {
@@ -541,9 +633,9 @@ func (r *Report) WriteBenchfmt(w io.Writer) error {
 				continue
 			}
 			ns := func(ms float64) int64 { return int64(math.Round(ms * 1e6)) }
-			fmt.Fprintf(&b, "BenchmarkOverhead/proto=%s/size=%s/c=%d/mode=%s/target=%s-%d\t%d\t%d p50-ns\t%d p99-ns\t%d ttfb-p50-ns\t%d relay-p50-ns",
-				c.Protocol, sizeName(c.Size), c.Concurrency, c.Mode, t.Target, r.Machine.CPUs, n,
-				ns(t.Latency.P50), ns(t.Latency.P99), ns(t.TTFB.P50), ns(t.Relay.P50))
+			fmt.Fprintf(&b, "BenchmarkOverhead/proto=%s/size=%s/c=%d/mode=%s/target=%s-%d\t%d\t%d p50-ns\t%d p99-ns\t%d ttfb-p50-ns\t%d relay-p50-ns\t%.1f req/s",
+				c.Protocol, sizeName(c.Size), c.Concurrency, c.Mode, t.Label(), r.Machine.CPUs, n,
+				ns(t.Latency.P50), ns(t.Latency.P99), ns(t.TTFB.P50), ns(t.Relay.P50), t.ThroughputRPS)
 			if t.Process != nil {
 				fmt.Fprintf(&b, "\t%d cpu-ns/req\t%d peak-rss-B", ns(t.Process.CPUPerRequestMs), t.Process.PeakRSS)
 			}

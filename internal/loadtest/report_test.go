@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,8 @@ func synthCase(size, conc int, mode Mode, lat, relay [3][2]float64, peak int64) 
 			Latency: Summary{N: 10, P50: lat[i][0], P99: lat[i][1]},
 			TTFB:    Summary{N: 10, P50: lat[i][0] / 2, P99: lat[i][1] / 2},
 			Relay:   Summary{N: 10, P50: relay[i][0], P99: relay[i][1]},
+			// Throughput as if one client waited for each answer.
+			ThroughputRPS: float64(conc) * 1000 / lat[i][0],
 		}
 		if name != Direct {
 			t.Process = &ProcStats{CPUPerRequestMs: 1, PeakRSS: 20 << 20, PeakReset: true}
@@ -156,8 +159,76 @@ func TestWriteText(t *testing.T) {
 	}
 }
 
+// synthInstances makes r's ctxguard target two instances: its process
+// figures become the sums of two instances' with the given requests and
+// peaks, the first 7 MiB RSS larger than the second.
+func synthInstances(r *Report) {
+	r.Ctxguard.Instances = 2
+	for i := range r.Cases {
+		ct := r.Cases[i].target(Ctxguard)
+		ct.Instances = 2
+		half := ct.Process.PeakRSS / 2
+		a := InstanceStats{Requests: (ct.Requests + 1) / 2, CPUMs: 12, PeakRSS: half + 7<<19, RSS: half}
+		b := InstanceStats{Requests: ct.Requests / 2, CPUMs: 8, PeakRSS: half - 7<<19, RSS: half}
+		ct.Process.Instances = []InstanceStats{a, b}
+		ct.Process.RSS = a.RSS + b.RSS
+	}
+}
+
+func TestWriteTextInstances(t *testing.T) {
+	r := synthReport()
+	r.Cases[1].Targets[2].Requests = 11 // 6 + 5
+	synthInstances(r)
+	r.Ctxguard.Config = ctxguardConfig + configMark + "store: redis://127.0.0.1:6390/0\n\n# shared\npublic_url: http://127.0.0.1:8787\n"
+	var b bytes.Buffer
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	// The report's lines with their columns' padding collapsed.
+	var lines []string
+	for l := range strings.Lines(out) {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	// The 1MB c=1 sse case has ctxguard's p50 at 2.4 ms: 416.7 req/s;
+	// its instances peaked at 7 ± 3.5 MiB.
+	for _, want := range []string{
+		"ctxguard×2: 2 ctxguard serve processes, the same configuration, every pass on (compress, persist, clear at shipped settings), a fresh data dir each; the client sends each request to the next, round robin; idle RSS 10.0 MiB (sum); 0 error log lines",
+		"ctxguard configuration added (--ctxguard-config): store: redis://127.0.0.1:6390/0; public_url: http://127.0.0.1:8787",
+		"case body target req err req/s p50 p99 +direct p50 +direct p99 +pass p50 +pass p99",
+		"anthropic 1MB c=1 sse 1.0 MiB direct 10 0 1000.0 1.00 2.00",
+		"ctxguard×2 11 0 416.7 2.40 5.00 +1.40 +3.00 +0.90 +2.00",
+		"instances (round robin per request): requests sent, CPU time and peak RSS of each in the case",
+		"anthropic 1MB c=1 sse ctxguard×2 1 6 12 10.5 MiB",
+		"2 5 8 3.5 MiB",
+	} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("text report lacks the line %q:\n%s", want, out)
+		}
+	}
+	// One row per instance and case, and the passthrough is not listed.
+	section := out[strings.Index(out, "instances (round robin"):strings.Index(out, "ctxguard's rewrites")]
+	if got, want := strings.Count(section, "MiB"), 2*len(r.Cases); got != want {
+		t.Errorf("instances section has %d rows, want %d:\n%s", got, want, section)
+	}
+	if strings.Contains(section, Passthrough) {
+		t.Errorf("instances section lists the passthrough:\n%s", section)
+	}
+
+	// One instance and no added configuration: no label suffix, no
+	// section, no configuration line.
+	b.Reset()
+	if err := synthReport().WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "ctxguard×") || strings.Contains(out, "instances (round robin") || strings.Contains(out, "--ctxguard-config") {
+		t.Errorf("single-instance report mentions instances:\n%s", out)
+	}
+}
+
 func TestWriteJSON(t *testing.T) {
 	r := synthReport()
+	synthInstances(r)
 	var b bytes.Buffer
 	if err := r.WriteJSON(&b); err != nil {
 		t.Fatal(err)
@@ -185,9 +256,19 @@ func TestWriteBenchfmt(t *testing.T) {
 	if got, want := len(lines), 4+3*len(r.Cases); got != want {
 		t.Errorf("%d lines, want %d", got, want)
 	}
-	want := "BenchmarkOverhead/proto=anthropic/size=1MB/c=1/mode=json/target=ctxguard-2\t10\t2600000 p50-ns\t6500000 p99-ns\t1300000 ttfb-p50-ns\t200000 relay-p50-ns\t1000000 cpu-ns/req\t14680064 peak-rss-B"
+	want := "BenchmarkOverhead/proto=anthropic/size=1MB/c=1/mode=json/target=ctxguard-2\t10\t2600000 p50-ns\t6500000 p99-ns\t1300000 ttfb-p50-ns\t200000 relay-p50-ns\t384.6 req/s\t1000000 cpu-ns/req\t14680064 peak-rss-B"
 	if !strings.Contains(b.String(), want+"\n") {
 		t.Errorf("benchfmt lacks\n%s\nin\n%s", want, b.String())
+	}
+
+	// Two instances: the target is named by its label.
+	synthInstances(r)
+	b.Reset()
+	if err := r.WriteBenchfmt(&b); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(b.String(), "/target=ctxguard×2-2\t"); got != len(r.Cases) {
+		t.Errorf("%d lines for ctxguard×2, want %d:\n%s", got, len(r.Cases), b.String())
 	}
 }
 

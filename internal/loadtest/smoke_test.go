@@ -10,13 +10,10 @@ import (
 	"github.com/ctxguard/ctxguard/internal/module"
 )
 
-// TestRunSmoke runs the whole harness briefly: it builds ctxguard and the
-// passthrough, starts them and the fake upstream, and measures a tiny
-// body of every protocol in both modes at concurrency 1 and 2 for a few
-// rounds. It checks that the report is well formed, that every target was
-// measured without failures and that ctxguard parsed every protocol's
-// bodies (it reports their tokens); it asserts nothing about timings.
-func TestRunSmoke(t *testing.T) {
+// smokeRun runs the harness with opt on the module's test transcripts,
+// or skips the test in -short mode.
+func smokeRun(t *testing.T, opt Options) *Report {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs ctxguard and the passthrough as processes")
 	}
@@ -24,20 +21,31 @@ func TestRunSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	opt.Root = root
+	opt.Sessions = []string{filepath.Join(root, "transcript", "testdata", "claude-code")}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Options{
-		Root:        root,
-		Sessions:    []string{filepath.Join(root, "transcript", "testdata", "claude-code")},
+	rep, err := Run(ctx, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// TestRunSmoke runs the whole harness briefly: it builds ctxguard and the
+// passthrough, starts them and the fake upstream, and measures a tiny
+// body of every protocol in both modes at concurrency 1 and 2 for a few
+// rounds. It checks that the report is well formed, that every target was
+// measured without failures and that ctxguard parsed every protocol's
+// bodies (it reports their tokens); it asserts nothing about timings.
+func TestRunSmoke(t *testing.T) {
+	rep := smokeRun(t, Options{
 		Sizes:       []int{48 << 10},
 		Concurrency: []int{1, 2},
 		Duration:    2 * time.Second,
 		MaxRequests: 12,
 		Warmup:      1,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if got := len(rep.Cases); got != 12 {
 		t.Fatalf("%d cases, want 12 (3 protocols × 2 concurrencies × 2 modes)", got)
 	}
@@ -98,6 +106,57 @@ func TestRunSmoke(t *testing.T) {
 		var b bytes.Buffer
 		if err := write(&b); err != nil || b.Len() == 0 {
 			t.Errorf("%s report: %d bytes, %v", name, b.Len(), err)
+		}
+	}
+	if testing.Verbose() {
+		var b bytes.Buffer
+		_ = rep.WriteText(&b)
+		t.Log("\n" + b.String())
+	}
+}
+
+// TestRunSmokeInstances runs the harness briefly with ctxguard as two
+// processes: each gets every other request, and the target's figures are
+// the sums of the two's. It asserts nothing about timings.
+func TestRunSmokeInstances(t *testing.T) {
+	rep := smokeRun(t, Options{
+		Sizes:             []int{48 << 10},
+		Concurrency:       []int{1, 2},
+		Modes:             []Mode{Stream},
+		Protocols:         []Protocol{Anthropic},
+		Duration:          time.Second,
+		MaxRequests:       12,
+		Warmup:            1,
+		CtxguardInstances: 2,
+	})
+	if rep.Ctxguard.Instances != 2 || rep.Ctxguard.ErrorLogLines != 0 || rep.Ctxguard.IdleRSS <= 0 {
+		t.Errorf("ctxguard: %d instances, %d error lines, idle RSS %d", rep.Ctxguard.Instances, rep.Ctxguard.ErrorLogLines, rep.Ctxguard.IdleRSS)
+	}
+	if len(rep.Cases) != 2 {
+		t.Fatalf("%d cases, want 2", len(rep.Cases))
+	}
+	for _, c := range rep.Cases {
+		for _, tr := range c.Targets {
+			if tr.Requests == 0 || tr.Errors != 0 || tr.ThroughputRPS <= 0 {
+				t.Errorf("%s %s: %d requests, %d failed (%s), %.1f req/s", c.Name, tr.Label(), tr.Requests, tr.Errors, tr.FirstError, tr.ThroughputRPS)
+			}
+		}
+		if p := c.target(Passthrough); p.Instances != 0 || len(p.Process.Instances) != 0 {
+			t.Errorf("%s: passthrough with instances: %d, %+v", c.Name, p.Instances, p.Process.Instances)
+		}
+		ct := c.target(Ctxguard)
+		if ct.Label() != "ctxguard×2" || ct.Process == nil || len(ct.Process.Instances) != 2 {
+			t.Fatalf("%s: %s, process %+v", c.Name, ct.Label(), ct.Process)
+		}
+		a, b := ct.Process.Instances[0], ct.Process.Instances[1]
+		if a.Requests+b.Requests != ct.Requests || a.Requests-b.Requests > 1 || b.Requests-a.Requests > 1 {
+			t.Errorf("%s: instances got %d and %d of %d requests", c.Name, a.Requests, b.Requests, ct.Requests)
+		}
+		if a.PeakRSS <= 0 || b.PeakRSS <= 0 || a.PeakRSS+b.PeakRSS != ct.Process.PeakRSS || a.RSS+b.RSS != ct.Process.RSS {
+			t.Errorf("%s: peak RSS %d + %d, total %d; RSS %d + %d, total %d", c.Name, a.PeakRSS, b.PeakRSS, ct.Process.PeakRSS, a.RSS, b.RSS, ct.Process.RSS)
+		}
+		if ct.Rewrite == nil || ct.Rewrite.FailedOpen != 0 || ct.Rewrite.TokensBefore == 0 {
+			t.Errorf("%s: rewrite %+v", c.Name, ct.Rewrite)
 		}
 	}
 	if testing.Verbose() {
