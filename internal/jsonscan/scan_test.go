@@ -184,3 +184,17 @@ func FuzzUnquote(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkUnquote: a 94 KB tool output with an escape every 23 bytes,
+// as passes decode it to judge or rewrite it.
+func BenchmarkUnquote(b *testing.B) {
+	lit := append([]byte{'"'}, bytes.Repeat([]byte(`some tool output line\n`), 4096)...)
+	lit = append(lit, '"')
+	b.SetBytes(int64(len(lit)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if s, err := Unquote(lit); err != nil || len(s) != 4096*22 {
+			b.Fatalf("Unquote: %d bytes, %v", len(s), err)
+		}
+	}
+}
