@@ -34,7 +34,8 @@ func (c *Conversation) Input(b *Block) ([]byte, Span) {
 	if !b.InputEncoded {
 		return c.Body, b.Input
 	}
-	inner, err := jsonscan.AppendUnquote(nil, c.Bytes(b.Input))
+	// The decoded text is about as long as its literal.
+	inner, err := jsonscan.AppendUnquote(make([]byte, 0, b.Input.Len()), c.Bytes(b.Input))
 	if err != nil {
 		return nil, Span{}
 	}

@@ -104,9 +104,16 @@ func classOf(c byte) class {
 
 // isBase64 reports whether c is of the base64 alphabet, standard or
 // URL-safe ('-' and '_': the Responses API's encrypted reasoning).
-func isBase64(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=' || c == '-' || c == '_'
-}
+func isBase64(c byte) bool { return base64Alphabet[c] }
+
+// base64Alphabet is isBase64 as a table: payload runs are extended a byte
+// at a time, and a Claude Code request holds hundreds of signatures.
+var base64Alphabet = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=' || c == '-' || c == '_'
+	}
+	return t
+}()
 
 func (w Weights) of(c class) float64 {
 	switch c {

@@ -337,3 +337,14 @@ func sampleBody(t testing.TB, n int) []byte {
 	out := bytes.Repeat(unit.Bytes(), n/unit.Len()+1)
 	return out[:n]
 }
+
+// TestBase64Alphabet: the table the payload detector reads holds exactly
+// the standard and URL-safe base64 alphabets.
+func TestBase64Alphabet(t *testing.T) {
+	const alphabets = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_"
+	for c := range 256 {
+		if got, want := isBase64(byte(c)), strings.IndexByte(alphabets, byte(c)) >= 0; got != want {
+			t.Errorf("isBase64(%q) = %v, want %v", byte(c), got, want)
+		}
+	}
+}

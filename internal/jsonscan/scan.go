@@ -218,66 +218,95 @@ const (
 	msb = 0x8080808080808080
 )
 
-// special reports, per byte of w, whether it is '"', '\\' or a control
-// character below 0x20, as a mask with the high bit of each such byte set.
-// It is exact: bytes with the high bit set never match.
+// special flags the bytes of w that are '"', '\\' or a control character
+// below 0x20 with the high bit of their byte. The lowest flagged byte is
+// exactly the first such byte (bytes with the high bit set never match);
+// above it flags may be spurious, as a borrow runs on from a match. So
+// special(w) == 0 iff w holds no such byte, and TrailingZeros64 finds the
+// first one.
 func special(w uint64) uint64 {
 	q := w ^ (lsb * '"')
 	s := w ^ (lsb * '\\')
-	// A byte x is zero iff ((x & 0x7f) + 0x7f) has its high bit clear and x's
-	// high bit is clear; the same trick gives x < 0x20.
-	zq := ^(((q & ^uint64(msb)) + ^uint64(msb)) | q)
-	zs := ^(((s & ^uint64(msb)) + ^uint64(msb)) | s)
-	lt := ^(((w & ^uint64(msb)) + (lsb * (0x80 - 0x20))) | w)
-	return (zq | zs | lt) & msb
+	// x - 1 &^ x has its high bit set iff x == 0, and x - 0x20 &^ x iff
+	// x < 0x20, per byte as long as no borrow comes from the byte below.
+	return ((q-lsb)&^q | (s-lsb)&^s | (w-lsb*0x20)&^w) & msb
 }
 
 // skipString returns the index just past the closing quote of the string
-// whose opening quote is at b[i].
+// whose opening quote is at b[i]. Most runs between escapes are short and
+// are skipped 16 bytes at a time inline; a longer run goes to
+// indexSpecial, which takes the bytes in bulk.
 func skipString(b []byte, i int) (int, error) {
 	i++
 	for {
-		for i+8 <= len(b) {
-			m := special(binary.LittleEndian.Uint64(b[i:]))
-			if m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
+		if i+16 <= len(b) {
+			m0 := special(binary.LittleEndian.Uint64(b[i:]))
+			m1 := special(binary.LittleEndian.Uint64(b[i+8:]))
+			if m0 != 0 {
+				i += bits.TrailingZeros64(m0) >> 3
+				goto found
 			}
-			i += 8
+			if m1 != 0 {
+				i += 8 + bits.TrailingZeros64(m1)>>3
+				goto found
+			}
+			i += 16
+			blocks := (len(b) - i) &^ 15
+			j := indexSpecial(b[i:])
+			i += j
+			if j < blocks {
+				goto found
+			}
+		}
+		for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+			i++
 		}
 		if i >= len(b) {
 			return i, errAt(i, "unexpected end of input in string")
 		}
-		c := b[i]
-		switch {
+	found:
+		switch c := b[i]; {
 		case c == '"':
 			return i + 1, nil
 		case c == '\\':
-			if i+1 >= len(b) {
-				return i + 1, errAt(i+1, "unexpected end of input in string escape")
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			if i+1 < len(b) && escapes[b[i+1]] {
 				i += 2
-			case 'u':
-				for k := 2; k < 6; k++ {
-					if i+k >= len(b) {
-						return i + k, errAt(i+k, "unexpected end of input in \\u escape")
-					}
-					if !isHex(b[i+k]) {
-						return i + k, errAt(i+k, "invalid character in \\u escape")
-					}
-				}
-				i += 6
-			default:
-				return i + 1, errAt(i+1, "invalid escape character")
+				continue
 			}
-		case c < 0x20:
+			var err error
+			if i, err = skipEscape(b, i); err != nil {
+				return i, err
+			}
+		default: // c < 0x20
 			return i, errAt(i, "control character in string")
-		default:
-			i++
 		}
 	}
+}
+
+// escapes marks the letters of the one-letter escapes: \" \\ \/ \b \f \n \r \t.
+var escapes = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
+
+// skipEscape returns the index just past the escape whose backslash is at
+// b[i].
+func skipEscape(b []byte, i int) (int, error) {
+	if i+1 >= len(b) {
+		return i + 1, errAt(i+1, "unexpected end of input in string escape")
+	}
+	switch b[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return i + 2, nil
+	case 'u':
+		for k := 2; k < 6; k++ {
+			if i+k >= len(b) {
+				return i + k, errAt(i+k, "unexpected end of input in \\u escape")
+			}
+			if !isHex(b[i+k]) {
+				return i + k, errAt(i+k, "invalid character in \\u escape")
+			}
+		}
+		return i + 6, nil
+	}
+	return i + 1, errAt(i+1, "invalid escape character")
 }
 
 func isHex(c byte) bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Unquote decodes the JSON string literal q (quotes included) the way
@@ -26,7 +27,12 @@ func Unquote(q []byte) (string, error) {
 		return string(raw), nil
 	}
 	out, err := AppendUnquote(make([]byte, 0, len(raw)), q)
-	return string(out), err
+	if len(out) == 0 {
+		return "", err
+	}
+	// out is this call's own buffer and nothing else refers to it: the
+	// string can take it over instead of copying it.
+	return unsafe.String(&out[0], len(out)), err
 }
 
 // AppendUnquote appends the decoded form of the JSON string literal q to dst.

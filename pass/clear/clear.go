@@ -280,8 +280,11 @@ func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
 			case conversation.ToolCall:
 				t, err = est(b.Input)
 				mc.uses++
-				if err == nil && p.clearsInput(c, b, t) {
-					if after, big := inputAfter(c.Input(b)); big {
+				if err != nil {
+					break
+				}
+				if body, in, ok := p.clearsInput(c, b, t); ok {
+					if after, big := inputAfter(body, in); big {
 						mc.clearable += t
 						mc.stubbed += after + blockTokens
 						a.items = append(a.items, item{mi, bi, kindInput})
@@ -340,15 +343,19 @@ func (p *Pass) clearsResult(c *conversation.Conversation, b *conversation.Block,
 	return p.tools.of(c, b).result
 }
 
-func (p *Pass) clearsInput(c *conversation.Conversation, b *conversation.Block, t int) bool {
-	if t < p.cfg.MinTokens {
-		return false
+// clearsInput reports whether tool call b's input (of t tokens) is one
+// to clear, and returns it as Conversation.Input does, so that it is
+// decoded once: an input sent in a string (OpenAI's arguments) costs a
+// decode and a validation.
+func (p *Pass) clearsInput(c *conversation.Conversation, b *conversation.Block, t int) ([]byte, conversation.Span, bool) {
+	if t < p.cfg.MinTokens || !p.tools.of(c, b).input {
+		return nil, conversation.Span{}, false
 	}
 	body, in := c.Input(b)
 	if k := jsonscan.KindOf(body, in); k != jsonscan.Object && (k != jsonscan.String || b.InputEncoded) {
-		return false // an input is an object, or free-form text (a custom tool's)
+		return nil, conversation.Span{}, false // an input is an object, or free-form text (a custom tool's)
 	}
-	return p.tools.of(c, b).input
+	return body, in, true
 }
 
 // Run implements pipeline.Pass.
