@@ -127,6 +127,7 @@ type upstream struct {
 	summaries map[[32]byte]int    // summarizer request body → times asked
 	blobs     map[string]bool     // blob ids named by stubs
 	carried   map[string]bool     // tags of requests that carried a model's summary
+	compacted int                 // requests that carried a compaction
 }
 
 func newUpstream(t *testing.T) *upstream {
@@ -174,6 +175,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		if bytes.Contains(body, []byte(fleetSummary)) {
 			u.carried[tag] = true
 		}
+		if bytes.Contains(body, []byte("ctxguard compacted the first")) {
+			u.compacted++
+		}
 	}
 	u.mu.Unlock()
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -192,14 +196,15 @@ type received struct {
 	summaries map[[32]byte]int
 	blobs     map[string]bool
 	carried   map[string]bool
+	compacted int
 }
 
 // take returns what the upstream received since the last take.
 func (u *upstream) take() received {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	r := received{u.got, u.summaries, u.blobs, u.carried}
-	u.got, u.summaries, u.blobs, u.carried = map[string][32]byte{}, map[[32]byte]int{}, map[string]bool{}, map[string]bool{}
+	r := received{u.got, u.summaries, u.blobs, u.carried, u.compacted}
+	u.got, u.summaries, u.blobs, u.carried, u.compacted = map[string][32]byte{}, map[[32]byte]int{}, map[string]bool{}, map[string]bool{}, 0
 	return r
 }
 
@@ -361,6 +366,9 @@ func TestFleetSameBytes(t *testing.T) {
 	if diff > 0 {
 		t.Fatalf("%d of %d requests differ", diff, len(reqs))
 	}
+	if fl.compacted == 0 || fl.compacted != ref.compacted {
+		t.Fatalf("requests carrying a compaction: %d through one instance, %d through two; want the same, not 0", ref.compacted, fl.compacted)
+	}
 
 	// Every blob a stub names is served by both instances, the one
 	// that wrote it and the other.
@@ -381,6 +389,7 @@ func TestFleetSameBytes(t *testing.T) {
 			first = b
 		}
 	}
+	t.Logf("%d requests, the same bytes; %d carried a compaction; %d blobs served by both instances", len(reqs), fl.compacted, len(fl.blobs))
 }
 
 // TestFleetSummarizesOnce: two instances on one store, taking a session's
