@@ -549,13 +549,12 @@ func TestIncrementalSameBytes(t *testing.T) {
 	trim := small
 	trim.Clear.Trim.Enabled = true
 	for _, cfg := range []config.Config{small, trim} {
-		incrementalSameBytes(t, cfg)
+		incrementalSameBytes(t, cfg, http.Header{"X-Claude-Code-Session-Id": {"s"}})
 	}
 }
 
-func incrementalSameBytes(t *testing.T, cfg config.Config) {
+func incrementalSameBytes(t *testing.T, cfg config.Config, h http.Header) {
 	t.Helper()
-	h := http.Header{"X-Claude-Code-Session-Id": {"s"}}
 	reused := 0
 	streams := corpus(t)
 	for seed := range uint64(6) {
@@ -586,7 +585,7 @@ func incrementalSameBytes(t *testing.T, cfg config.Config) {
 			got := long.RewriteBody(context.Background(), st.proto, h, b)
 			fresh := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), st.proto, h, b)
 			if !bytes.Equal(got.Body, fresh.Body) || got.Event != fresh.Event || got.TokensBefore != fresh.TokensBefore {
-				t.Fatalf("%s request %d: the remembering Guard sent other bytes than a fresh one", name, i)
+				t.Fatalf("%s request %d (header %v): the remembering Guard sent other bytes than a fresh one", name, i, h)
 			}
 			if got.Event {
 				events++

@@ -1,6 +1,7 @@
 package ctxguard
 
 import (
+	"hash/maphash"
 	"net/http"
 	"sync"
 	"time"
@@ -13,13 +14,14 @@ import (
 )
 
 // A session's next request repeats its last one byte for byte and appends
-// turns (BRIEF, wire facts). The Guard keeps, per recent session, a copy
-// of the last body and its parse, so the next request's parse scans only
-// what is new (protocol.Protocol.ParseAfter) and passes can skip the messages they
-// have already judged (pipeline.Request.Stable). Nothing a rewrite decides
-// depends on this memory: with it or without it (a restart, a second
-// instance, an evicted session) the output is the same bytes; the tests
-// check that.
+// turns (BRIEF, wire facts). The Guard keeps, per recent session, the
+// parse of its last request (offsets only: the body is not kept) and
+// hashes of that body's pieces (print), so the next request's parse scans
+// only what is new (protocol.Protocol.ParseAfter) and passes can skip the
+// messages they have already judged (pipeline.Request.Stable). Nothing a
+// rewrite decides depends on this memory: with it or without it (a
+// restart, a second instance, an evicted session) the output is the same
+// bytes; the tests check that.
 
 // recent holds the memos of the most recently seen sessions, bounded in
 // count and in bytes, each dropped once idle: the memory goes back when
@@ -40,18 +42,104 @@ func newRecent(max int, maxBytes int64, idle time.Duration) *recent {
 	return &recent{max: max, maxBytes: maxBytes, idle: idle, now: time.Now, m: map[string]*memo{}}
 }
 
-// memo is one session's last request.
+// memo is one session's last request: its parse, whose Body is nil (the
+// spans index into a body the memo does not hold), and the print of that
+// body.
 type memo struct {
 	r         *recent
 	mu        sync.Mutex // held by the request using it; others skip it
-	body      []byte     // a copy of the last body, owned
 	conv      *conversation.Conversation
+	print     print
+	verified  int // how many of print.sums the current request repeats (set by parse)
 	used      time.Time
 	pass      map[string]any // what passes keep between requests (pipeline.Request.Memo)
 	msgTokens []int          // the estimate of each message of conv (promptTokens)
 	model     string         // the model the last request named
 	size      int64          // what the memo holds, in bytes (changed under both r.mu and mu)
 	gone      bool           // removed from r.m (under r.mu)
+}
+
+// memoSeed seeds the hashes memos compare bodies with. It is random per
+// process, so a client cannot craft bodies whose hashes collide.
+var memoSeed = maphash.MakeSeed()
+
+// print is what a memo keeps of a body instead of its bytes: hashes of its
+// pieces, cut at the offsets protocol.Protocol.Stable looks at, so that
+// the next request can be checked against them to find the bytes it
+// repeats, and so that messages can be compared at moved offsets
+// (extendsPrev).
+//
+// The cuts are, for each message k of the parse, Span.Start+1 (its first
+// byte) and Span.End: sums[2k] hashes the bytes from the cut before (0 for
+// k = 0) to Span.Start+1, sums[2k+1] the rest of the message, from
+// Span.Start+1 to Span.End. The Stable of every protocol depends on how
+// many bytes two bodies share only through comparisons with those offsets
+// (a message counts when the next one starts, or ends, in the shared
+// bytes): so the longest verified cut gives the same Stable as the longest
+// common prefix of the two bodies did.
+type print struct {
+	sums []uint64
+	sys  uint64 // the system prompt's bytes
+	last uint64 // the text literals of the last message (textSum)
+}
+
+// cut returns the offset of cut j of c (see print).
+func cut(c *conversation.Conversation, j int) int {
+	if j%2 == 0 {
+		return c.Messages[j/2].Span.Start + 1
+	}
+	return c.Messages[j/2].Span.End
+}
+
+// fill makes p the print of c (whose Body is set), keeping the first
+// reuse sums, which the caller knows to hash the same bytes.
+func (p *print) fill(c *conversation.Conversation, reuse int) {
+	b := c.Body
+	p.sums = p.sums[:reuse]
+	pos := 0
+	if reuse > 0 {
+		pos = cut(c, reuse-1)
+	}
+	for j := reuse; j < 2*len(c.Messages); j++ {
+		at := cut(c, j)
+		p.sums = append(p.sums, maphash.Bytes(memoSeed, b[pos:at]))
+		pos = at
+	}
+	p.sys = maphash.Bytes(memoSeed, c.Bytes(c.System))
+	p.last = 0
+	if n := len(c.Messages); n > 0 {
+		p.last = textSum(c, n-1)
+	}
+}
+
+// verify returns how many bytes of body are known to repeat the body
+// prev (a parse without its body) was made of, whose print p is: the
+// longest cut at which every piece before hashes the same. It returns
+// the number of pieces verified too.
+func (p *print) verify(prev *conversation.Conversation, body []byte) (shared, pieces int) {
+	pos := 0
+	for j := range p.sums {
+		at := cut(prev, j)
+		if at > len(body) || maphash.Bytes(memoSeed, body[pos:at]) != p.sums[j] {
+			return pos, j
+		}
+		pos = at
+	}
+	return pos, len(p.sums)
+}
+
+// textSum hashes the text literals of message mi of c, in order: what
+// extendsPrev compares. JSON string literals (quotes included) follow each
+// other unambiguously.
+func textSum(c *conversation.Conversation, mi int) uint64 {
+	var h maphash.Hash
+	h.SetSeed(memoSeed)
+	for _, b := range c.Messages[mi].Blocks {
+		if b.Kind == conversation.Text {
+			h.Write(c.Bytes(b.Text))
+		}
+	}
+	return h.Sum64()
 }
 
 // memoKey returns the session key a request can be matched with before it is
@@ -127,31 +215,49 @@ func (r *recent) removeLocked(key string, m *memo) int64 {
 }
 
 // parse parses body with proto, reusing what the memo holds (the memo's
-// key names the protocol).
+// key names the protocol): the messages of the remembered parse that lie
+// within the bytes body verifiably repeats (print.verify).
 func (m *memo) parse(proto protocol.Protocol, body []byte) (*conversation.Conversation, int, error) {
 	if m == nil || m.conv == nil {
 		c, err := proto.Parse(body)
 		return c, 0, err
 	}
-	st := proto.Stable(m.conv, body)
-	c, err := proto.ParseAfter(body, m.conv, st)
+	prev := m.conv
+	shared, pieces := m.print.verify(prev, body)
+	m.verified = pieces
+	// prev's spans up to shared are spans of body too: Stable measures
+	// them against the bytes verified (and finds exactly what it would
+	// against the old body), ParseAfter takes them over.
+	prev.Body = body[:shared]
+	st := proto.Stable(prev, body)
+	c, err := proto.ParseAfter(body, prev, st)
+	prev.Body = nil
 	return c, st, err
 }
 
-// keep makes c (a parse of body) the memo's last request: it copies body
-// into the memory the memo owns (the previous body is no longer needed: c
-// took what it reused from the previous parse by value), points c at it,
-// and releases the previous parse. c must not be released by the caller
-// afterwards. If the memo would not fit the byte bound even alone, or was
-// evicted meanwhile, it keeps nothing; otherwise older memos make room.
+// keep makes c (a parse of body) the memo's last request: it hashes the
+// pieces of body the memo has no sum for yet (print.fill), releases the
+// previous parse and keeps c without its body (c.Body is set to nil: the
+// caller keeps ownership of body, which may be reused as soon as the
+// request is done). c must not be released by the caller afterwards. If
+// the memo would not fit the byte bound even alone, or was evicted
+// meanwhile, it keeps nothing; otherwise older memos make room.
 func (m *memo) keep(c *conversation.Conversation, body []byte) {
-	if m.conv != nil {
-		m.conv.Release()
+	// The pieces verified before a cut that c shares with the previous
+	// parse hash the same bytes.
+	reuse := 0
+	if prev := m.conv; prev != nil {
+		for reuse < m.verified && reuse < 2*len(c.Messages) && cut(prev, reuse) == cut(c, reuse) {
+			reuse++
+		}
+		prev.Release()
 	}
-	m.body = append(m.body[:0], body...)
-	c.Body = m.body
+	m.verified = 0
+	c.Body = body
+	m.print.fill(c, reuse)
+	c.Body = nil
 	m.conv = c
-	size := int64(cap(m.body)) + int64(c.Footprint()) + int64(8*cap(m.msgTokens)) + int64(pipeline.MemoFootprint(m.pass))
+	size := int64(c.Footprint()) + int64(8*cap(m.print.sums)) + int64(8*cap(m.msgTokens)) + int64(pipeline.MemoFootprint(m.pass))
 	r := m.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -173,7 +279,8 @@ func (m *memo) drop() {
 	if m.conv != nil {
 		m.conv.Release()
 	}
-	m.conv, m.body, m.pass, m.msgTokens = nil, nil, nil, nil
+	m.conv, m.pass, m.msgTokens = nil, nil, nil
+	m.print = print{}
 }
 
 // forget drops what the memo holds (after a failed request: what passes
