@@ -529,7 +529,7 @@ func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Hea
 		res.Skipped, res.Session = "bypass", session.Key(h, nil)
 		return res
 	}
-	mem := g.recent.acquire(memoKey(proto, h, body))
+	mem := g.recent.acquire(memoKey(proto, h, body), body)
 	defer mem.release()
 	var prev *conversation.Conversation // the session's previous request, without its body (valid until keep)
 	var prevPrint *print

@@ -612,8 +612,8 @@ func incrementalSameBytes(t *testing.T, cfg config.Config, h http.Header) {
 // TestIncrementalInterleaved: two conversations without a session header
 // that start alike (so share a memo key) and then differ, their requests
 // interleaved, in every protocol: each request gets the bytes a fresh
-// Guard sends, although the memo it finds was left by the other
-// conversation.
+// Guard sends, and each conversation keeps a memo of its own under the
+// key.
 func TestIncrementalInterleaved(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
@@ -641,6 +641,28 @@ func TestIncrementalInterleaved(t *testing.T) {
 		if differ < len(a)/2 {
 			t.Fatalf("%s: only %d of %d requests differ between the conversations", proto.Name(), differ, len(a))
 		}
+		// Each conversation kept a memo of its own (slots) holding its
+		// last request.
+		last, err := proto.Parse(a[len(a)-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.recent.mu.Lock()
+		var held []int
+		whole := 0
+		for _, m := range g.recent.m {
+			if m.conv != nil {
+				held = append(held, len(m.conv.Messages))
+				if len(m.conv.Messages) == len(last.Messages) {
+					whole++
+				}
+			}
+		}
+		g.recent.mu.Unlock()
+		if whole != 2 {
+			t.Errorf("%s: memos of %v messages, want two of %d", proto.Name(), held, len(last.Messages))
+		}
+		last.Release()
 	}
 }
 

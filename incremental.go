@@ -1,9 +1,11 @@
 package ctxguard
 
 import (
+	"cmp"
 	"errors"
 	"hash/maphash"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -53,7 +55,8 @@ type memo struct {
 	mu        sync.Mutex // held by the request using it; others skip it
 	conv      *conversation.Conversation
 	print     print
-	verified  int // how many of print.sums the current request repeats (set by parse)
+	shared    int // how many bytes of the current request repeat the remembered body (set by acquire)
+	verified  int // how many of print.sums they cover
 	used      time.Time
 	pass      map[string]any // what passes keep between requests (pipeline.Request.Memo)
 	msgTokens []int          // the estimate of each message of conv (promptTokens)
@@ -247,28 +250,128 @@ func texts(h *maphash.Hash, body []byte, s jsonscan.Span) {
 	}
 }
 
-// acquire returns the session's memo, locked, or nil when the session is
-// not to be remembered (no key, no room), or when another request of the
-// session holds it (concurrent requests of one session, such as
-// subagents sharing a header, just parse in full).
-func (r *recent) acquire(key string) *memo {
+// slots is how many memos one key may have: conversations that share a
+// key (requests without a session header that start alike, subagents
+// under their session's header) each keep their own.
+const slots = 4
+
+// slotKey names slot i of key in recent.m.
+func slotKey(key string, i int) string {
+	if i == 0 {
+		return key
+	}
+	return key + "#" + strconv.Itoa(i)
+}
+
+// acquire returns the memo a request with body under key is to use,
+// locked, with what body repeats of it verified (memo.shared), or nil
+// when the request is not to be remembered (no key, no room, every slot
+// in use by other requests: concurrent requests then just parse in full).
+// Of the key's memos no other request holds, it takes the one whose
+// body the request repeats furthest, if the request continues it (it
+// repeats all of that body but the last message's bytes after its
+// first); if the request only starts as one does (another conversation),
+// an empty slot, else the least recently used memo; if it starts as none
+// does, the most recently used.
+func (r *recent) acquire(key string, body []byte) *memo {
 	if key == "" || r.max <= 0 {
 		return nil
 	}
+	var held [slots]*memo // the key's memos locked here
+	free := held[:0]
+	empty := -1
 	r.mu.Lock()
-	m := r.m[key]
-	if m == nil {
-		if len(r.m) >= r.max && !r.evictLocked(nil) {
-			r.mu.Unlock()
-			return nil // every memo is in use
+	for i := range slots {
+		m := r.m[slotKey(key, i)]
+		switch {
+		case m == nil:
+			if empty < 0 {
+				empty = i
+			}
+		case m.mu.TryLock():
+			free = append(free, m)
 		}
-		m = &memo{r: r, used: r.now()}
-		r.m[key] = m
 	}
 	r.mu.Unlock()
-	if !m.mu.TryLock() {
+	// The memo the body repeats furthest: verified in order of how much
+	// each could share, until one is repeated whole.
+	slices.SortFunc(free, func(a, b *memo) int { return cmp.Compare(b.reach(), a.reach()) })
+	for _, m := range free {
+		m.shared, m.verified = 0, 0 // until verified
+	}
+	var best *memo
+	for _, m := range free {
+		if m.conv != nil {
+			m.shared, m.verified = m.print.verify(m.conv, body)
+		}
+		if best == nil || m.shared > best.shared {
+			best = m
+		}
+		if m.verified == len(m.print.sums) {
+			break // none after it can share more
+		}
+	}
+	var use *memo
+	switch {
+	case best != nil && best.conv != nil && best.verified >= len(best.print.sums)-1:
+		use = best // the request continues it
+	case best != nil && best.verified > 0:
+		// Another conversation that starts the same way (or this one
+		// with its history changed): a memo of its own, else the least
+		// recently used.
+		if empty >= 0 {
+			use = r.add(slotKey(key, empty))
+		}
+		if use == nil {
+			use = pick(free, func(a, b *memo) bool { return a.used.Before(b.used) })
+		}
+	default:
+		// Nothing the request starts with matches, as when the model
+		// changed: the most recently used memo, as the same session's
+		// (extendsPrev compares its messages at their moved offsets).
+		use = pick(free, func(a, b *memo) bool { return a.used.After(b.used) })
+		if use == nil && empty >= 0 {
+			use = r.add(slotKey(key, empty))
+		}
+	}
+	for _, m := range free {
+		if m != use {
+			m.mu.Unlock()
+		}
+	}
+	return use
+}
+
+// pick returns the memo of ms that comes first by less, or nil.
+func pick(ms []*memo, less func(a, b *memo) bool) *memo {
+	var p *memo
+	for _, m := range ms {
+		if p == nil || less(m, p) {
+			p = m
+		}
+	}
+	return p
+}
+
+// reach is how many bytes of a body the memo could be found to share.
+func (m *memo) reach() int {
+	if m.conv == nil || len(m.conv.Messages) == 0 {
+		return 0
+	}
+	return m.conv.Messages[len(m.conv.Messages)-1].Span.End
+}
+
+// add puts a new memo under key, locked, making room if needed; nil when
+// every memo is in use or key was taken meanwhile.
+func (r *recent) add(key string) *memo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m[key] != nil || len(r.m) >= r.max && !r.evictLocked(nil) {
 		return nil
 	}
+	m := &memo{r: r, used: r.now()}
+	m.mu.Lock()
+	r.m[key] = m
 	return m
 }
 
@@ -316,12 +419,11 @@ func (m *memo) parse(proto protocol.Protocol, body []byte) (*conversation.Conver
 		return c, 0, err
 	}
 	prev := m.conv
-	shared, pieces := m.print.verify(prev, body)
-	m.verified = pieces
-	// prev's spans up to shared are spans of body too: Stable measures
-	// them against the bytes verified (and finds exactly what it would
-	// against the old body), ParseAfter takes them over.
-	prev.Body = body[:shared]
+	// prev's spans up to shared (verified by acquire) are spans of body
+	// too: Stable measures them against the bytes verified (and finds
+	// exactly what it would against the old body), ParseAfter takes them
+	// over.
+	prev.Body = body[:m.shared]
 	st := proto.Stable(prev, body)
 	c, err := proto.ParseAfter(body, prev, st)
 	prev.Body = nil
@@ -345,7 +447,7 @@ func (m *memo) keep(c *conversation.Conversation, body []byte) {
 		}
 		prev.Release()
 	}
-	m.verified = 0
+	m.shared, m.verified = 0, 0
 	c.Body = body
 	m.print.fill(c, reuse)
 	c.Body = nil
