@@ -89,9 +89,13 @@ var outBufs bufPool
 // bufPool is a pool of byte buffers; buffers over 8 MB are not kept.
 type bufPool struct{ p sync.Pool }
 
+// get returns a buffer of at least n bytes (its whole capacity).
 func (b *bufPool) get(n int) []byte {
-	if v, ok := b.p.Get().(*[]byte); ok && cap(*v) >= n {
-		return (*v)[:cap(*v)]
+	if v, ok := b.p.Get().(*[]byte); ok {
+		if cap(*v) >= n {
+			return (*v)[:cap(*v)]
+		}
+		b.p.Put(v) // too small for this one; kept for a smaller body
 	}
 	return make([]byte, max(n, 64<<10))
 }
@@ -522,8 +526,10 @@ func (g *Guard) publish(x *record.Exchange) {
 
 // rewrite rewrites one body; urgent marks the retry of a request the
 // upstream found too long (pipeline.Env.Urgent). A rewritten body goes
-// into out's memory (see pipeline.Request.Out).
-func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Header, body, out []byte, urgent bool) (res Result) {
+// into memory out supplies (see pipeline.Request.Out), nil: fresh memory.
+// body stays the caller's: nothing rewrite keeps (the session's memo)
+// refers to it once it returns.
+func (g *Guard) rewrite(ctx context.Context, proto protocol.Protocol, h http.Header, body []byte, out func(n int) []byte, urgent bool) (res Result) {
 	res = Result{Body: body, original: body}
 	if h.Get(BypassHeader) == "1" {
 		res.Skipped, res.Session = "bypass", session.Key(h, nil)
@@ -716,10 +722,11 @@ func (g *Guard) recordSignatures(c *conversation.Conversation, from int, prevMod
 
 // Rewrite implements proxy.Rewriter.
 func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.Protocol, body []byte) proxy.Outcome {
-	// The rewritten body goes into pooled memory, which the proxy hands
-	// back (Outcome.Release) once the upstream has it.
-	buf := outBufs.get(len(body))
-	res := g.rewrite(ctx, proto, req.Header, body, buf, false)
+	// A rewritten body goes into pooled memory of its own size, which
+	// the proxy hands back (Outcome.Release) once the upstream has it.
+	// body is the proxy's (it pools it too); nothing here keeps it past
+	// the exchange.
+	res := g.rewrite(ctx, proto, req.Header, body, outBufs.get, false)
 	rec := g.newRecord(proto, req.Header, &res)
 	hdr := http.Header{}
 	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(res.TokensBefore))
@@ -743,11 +750,9 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	}
 	out := proxy.Outcome{Body: res.Body, AddHeader: res.Headers, RespHeader: hdr, Record: rec}
 	if res.Changed {
-		// The rewritten body is buf's memory (or its grown copy): it goes
-		// back to the pool when the proxy is done with it.
+		// The rewritten body is pooled memory: it goes back to the pool
+		// when the proxy is done with it.
 		out.Release = func() { outBufs.put(res.Body) }
-	} else {
-		outBufs.put(buf)
 	}
 	if g.compact != nil && (res.Skipped == "" || res.Skipped == "dry run") && res.Err == nil {
 		out.Recover = g.recoverer(proto, req.Header.Clone(), body, res, rec)
