@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -91,9 +92,13 @@ var outBufs bufPool
 // bufPool is a pool of byte buffers; buffers over 8 MB are not kept.
 type bufPool struct{ p sync.Pool }
 
+// get returns a buffer of at least n bytes (its whole capacity).
 func (b *bufPool) get(n int) []byte {
-	if v, ok := b.p.Get().(*[]byte); ok && cap(*v) >= n {
-		return (*v)[:cap(*v)]
+	if v, ok := b.p.Get().(*[]byte); ok {
+		if cap(*v) >= n {
+			return (*v)[:cap(*v)]
+		}
+		b.p.Put(v) // too small for this one; kept for a smaller body
 	}
 	return make([]byte, max(n, 64<<10))
 }
@@ -526,19 +531,22 @@ func (g *Guard) publish(x *record.Exchange) {
 
 // rewrite rewrites one body under setup s; urgent marks the retry of a
 // request the upstream found too long (pipeline.Env.Urgent). A rewritten
-// body goes into out's memory (see pipeline.Request.Out).
-func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, h http.Header, body, out []byte, urgent bool) (res Result) {
+// body goes into memory out supplies (see pipeline.Request.Out), nil:
+// fresh memory. body stays the caller's: nothing rewrite keeps (the
+// session's memo) refers to it once it returns.
+func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, h http.Header, body []byte, out func(n int) []byte, urgent bool) (res Result) {
 	res = Result{Body: body, original: body}
 	if h.Get(BypassHeader) == "1" {
 		res.Skipped, res.Session = "bypass", session.Key(h, nil)
 		return res
 	}
-	mem := g.recent.acquire(s.memoKey(memoKey(proto, h)))
+	mem := g.recent.acquire(s.memoKey(memoKey(proto, h, body)), body)
 	defer mem.release()
-	var prev *conversation.Conversation // the session's previous request (valid until keep)
+	var prev *conversation.Conversation // the session's previous request, without its body (valid until keep)
+	var prevPrint *print
 	prevModel := ""
 	if mem != nil && mem.conv != nil {
-		prev, prevModel = mem.conv, mem.model
+		prev, prevPrint, prevModel = mem.conv, &mem.print, mem.model
 	}
 	c, stable, err := mem.parse(proto, body)
 	if err != nil {
@@ -569,7 +577,7 @@ func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, 
 		res.Skipped = "client compaction"
 		return res
 	}
-	if prevModel != "" && extendsPrev(prev, c, stable) {
+	if prevModel != "" && extendsPrev(prev, prevPrint, c, stable) {
 		g.recordSignatures(c, len(prev.Messages), prevModel)
 	}
 	if mem != nil {
@@ -667,54 +675,34 @@ func stubs(edits []splice.Edit) []record.Stub {
 }
 
 // extendsPrev reports whether c continues prev, the previous request of
-// its session: c has more messages, starts with prev's system prompt,
-// holds every message of prev but its last byte for byte, and the last
-// (which the client may re-encode, a string as a list of blocks, a cache
-// marker moved) with the same role and text. stable is what the
-// incremental parse found: when it covers those messages, the bytes were
-// compared already; when the model or another early member changed
-// length, the offsets moved and the messages are compared.
-func extendsPrev(prev, c *conversation.Conversation, stable int) bool {
+// its session (a parse without its body, whose body's print is p): c has
+// more messages, starts with prev's system prompt, holds every message of
+// prev but its last byte for byte, and the last (which the client may
+// re-encode, a string as a list of blocks, a cache marker moved) with the
+// same role and text. stable is what the incremental parse found: when it
+// covers those messages, the bytes were verified already; when the model
+// or another early member changed length, the offsets moved and the
+// messages are compared by their hashes. A message's bytes after its first
+// are hashed (print): for a JSON value they determine the first too (an
+// object ends with '}', an array with ']', a string with '"').
+func extendsPrev(prev *conversation.Conversation, p *print, c *conversation.Conversation, stable int) bool {
 	n := len(prev.Messages)
-	if n == 0 || len(c.Messages) <= n {
+	if n == 0 || len(c.Messages) <= n || len(p.sums) != 2*n {
 		return false
 	}
 	if stable > 0 && stable >= n-1 {
 		return true
 	}
-	if !bytes.Equal(prev.Bytes(prev.System), c.Bytes(c.System)) {
+	if maphash.Bytes(memoSeed, c.Bytes(c.System)) != p.sys {
 		return false
 	}
 	for i := 0; i < n-1; i++ {
-		if !bytes.Equal(prev.Bytes(prev.Messages[i].Span), c.Bytes(c.Messages[i].Span)) {
+		ps, cs := prev.Messages[i].Span, c.Messages[i].Span
+		if ps.Len() != cs.Len() || maphash.Bytes(memoSeed, c.Body[cs.Start+1:cs.End]) != p.sums[2*i+1] {
 			return false
 		}
 	}
-	return prev.Messages[n-1].Role == c.Messages[n-1].Role && sameText(prev, c, n-1)
-}
-
-// sameText reports whether message mi of a and b holds the same text
-// blocks. It compares their string literals, which a client's
-// re-encoding of the message does not change (session.Key's prefix hash
-// relies on the same).
-func sameText(a, b *conversation.Conversation, mi int) bool {
-	ab, bb := a.Messages[mi].Blocks, b.Messages[mi].Blocks
-	i, j := 0, 0
-	for {
-		for i < len(ab) && ab[i].Kind != conversation.Text {
-			i++
-		}
-		for j < len(bb) && bb[j].Kind != conversation.Text {
-			j++
-		}
-		if i == len(ab) || j == len(bb) {
-			return i == len(ab) && j == len(bb)
-		}
-		if !bytes.Equal(a.Bytes(ab[i].Text), b.Bytes(bb[j].Text)) {
-			return false
-		}
-		i, j = i+1, j+1
-	}
+	return prev.Messages[n-1].Role == c.Messages[n-1].Role && textSum(c, n-1) == p.last
 }
 
 // recordSignatures attributes the signed blocks (thinking.Signed: thinking
@@ -739,11 +727,12 @@ func (g *Guard) recordSignatures(c *conversation.Conversation, from int, prevMod
 
 // Rewrite implements proxy.Rewriter.
 func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.Protocol, body []byte) proxy.Outcome {
-	// The rewritten body goes into pooled memory, which the proxy hands
-	// back (Outcome.Release) once the upstream has it.
-	buf := outBufs.get(len(body))
+	// A rewritten body goes into pooled memory of its own size, which
+	// the proxy hands back (Outcome.Release) once the upstream has it.
+	// body is the proxy's (it pools it too); nothing here keeps it past
+	// the exchange.
 	s := g.current()
-	res := g.rewrite(ctx, s, proto, req.Header, body, buf, false)
+	res := g.rewrite(ctx, s, proto, req.Header, body, outBufs.get, false)
 	rec := g.newRecord(proto, req.Header, &res)
 	hdr := http.Header{}
 	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(res.TokensBefore))
@@ -767,11 +756,9 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	}
 	out := proxy.Outcome{Body: res.Body, AddHeader: res.Headers, RespHeader: hdr, Record: rec}
 	if res.Changed {
-		// The rewritten body is buf's memory (or its grown copy): it goes
-		// back to the pool when the proxy is done with it.
+		// The rewritten body is pooled memory: it goes back to the pool
+		// when the proxy is done with it.
 		out.Release = func() { outBufs.put(res.Body) }
-	} else {
-		outBufs.put(buf)
 	}
 	if s.compact != nil && (res.Skipped == "" || res.Skipped == "dry run") && res.Err == nil {
 		out.Recover = g.recoverer(s, proto, req.Header.Clone(), body, res, rec)

@@ -28,6 +28,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
@@ -551,13 +552,16 @@ func TestIncrementalSameBytes(t *testing.T) {
 	trim := small
 	trim.Clear.Trim.Enabled = true
 	for _, cfg := range []config.Config{small, trim} {
-		incrementalSameBytes(t, cfg)
+		// With a session header, and without one: then the memo is found
+		// by the start of the conversation (quickKey).
+		for _, h := range []http.Header{{"X-Claude-Code-Session-Id": {"s"}}, nil} {
+			incrementalSameBytes(t, cfg, h)
+		}
 	}
 }
 
-func incrementalSameBytes(t *testing.T, cfg config.Config) {
+func incrementalSameBytes(t *testing.T, cfg config.Config, h http.Header) {
 	t.Helper()
-	h := http.Header{"X-Claude-Code-Session-Id": {"s"}}
 	reused := 0
 	streams := corpus(t)
 	for seed := range uint64(6) {
@@ -588,7 +592,7 @@ func incrementalSameBytes(t *testing.T, cfg config.Config) {
 			got := long.RewriteBody(context.Background(), st.proto, h, b)
 			fresh := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), st.proto, h, b)
 			if !bytes.Equal(got.Body, fresh.Body) || got.Event != fresh.Event || got.TokensBefore != fresh.TokensBefore {
-				t.Fatalf("%s request %d: the remembering Guard sent other bytes than a fresh one", name, i)
+				t.Fatalf("%s request %d (header %v): the remembering Guard sent other bytes than a fresh one", name, i, h)
 			}
 			if got.Event {
 				events++
@@ -605,6 +609,93 @@ func incrementalSameBytes(t *testing.T, cfg config.Config) {
 	if reused == 0 || events < 5 {
 		t.Fatalf("%d sessions remembered, %d edit events: the test checks too little", reused, events)
 	}
+}
+
+// TestIncrementalInterleaved: two conversations without a session header
+// that start alike (so share a memo key) and then differ, their requests
+// interleaved, in every protocol: each request gets the bytes a fresh
+// Guard sends, and each conversation keeps a memo of its own under the
+// key.
+func TestIncrementalInterleaved(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
+	cfg.Clear.Payback = 0
+	for _, proto := range []protocol.Protocol{anthropic.Protocol, responses.Protocol, chat.Protocol} {
+		a := generated(t, proto, 1, 30)[0]
+		b := divergent(t, proto, a)
+		g := newGuard(t, cfg, WithStore(store.NewMemory()))
+		differ := 0
+		for k := range a {
+			if memoKey(proto, nil, a[k]) != memoKey(proto, nil, b[k]) || memoKey(proto, nil, a[k]) == "" {
+				t.Fatalf("%s request %d: the two conversations do not share a memo key", proto.Name(), k)
+			}
+			if !bytes.Equal(a[k], b[k]) {
+				differ++
+			}
+			for _, body := range [][]byte{a[k], b[k]} {
+				got := g.RewriteBody(context.Background(), proto, nil, body)
+				fresh := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), proto, nil, body)
+				if !bytes.Equal(got.Body, fresh.Body) || got.Event != fresh.Event || got.TokensBefore != fresh.TokensBefore {
+					t.Fatalf("%s request %d: the remembering Guard sent other bytes than a fresh one", proto.Name(), k)
+				}
+			}
+		}
+		if differ < len(a)/2 {
+			t.Fatalf("%s: only %d of %d requests differ between the conversations", proto.Name(), differ, len(a))
+		}
+		// Each conversation kept a memo of its own (slots) holding its
+		// last request.
+		last, err := proto.Parse(a[len(a)-1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.recent.mu.Lock()
+		var held []int
+		whole := 0
+		for _, m := range g.recent.m {
+			if m.conv != nil {
+				held = append(held, len(m.conv.Messages))
+				if len(m.conv.Messages) == len(last.Messages) {
+					whole++
+				}
+			}
+		}
+		g.recent.mu.Unlock()
+		if whole != 2 {
+			t.Errorf("%s: memos of %v messages, want two of %d", proto.Name(), held, len(last.Messages))
+		}
+		last.Release()
+	}
+}
+
+// divergent returns the requests of a conversation that starts as a does
+// (the same system prompt and first user message) and differs from its
+// first tool call on: that call's id (and so the result's) is changed,
+// keeping its length.
+func divergent(t *testing.T, proto protocol.Protocol, a [][]byte) [][]byte {
+	t.Helper()
+	c, err := proto.Parse(a[len(a)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	for _, m := range c.Messages {
+		for _, blk := range m.Blocks {
+			if blk.Kind != conversation.ToolCall || blk.ID.Len() < 4 {
+				continue
+			}
+			id := c.Bytes(blk.ID)
+			other := bytes.Clone(id)
+			other[len(other)-2] ^= 1 // a letter or digit stays one
+			var b [][]byte
+			for _, body := range a {
+				b = append(b, bytes.ReplaceAll(body, id, other))
+			}
+			return b
+		}
+	}
+	t.Fatalf("%s: no tool call to change", proto.Name())
+	return nil
 }
 
 // TestIncrementalConcurrent: requests of one session header arriving at

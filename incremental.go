@@ -1,11 +1,17 @@
 package ctxguard
 
 import (
+	"cmp"
+	"errors"
+	"hash/maphash"
 	"net/http"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/session"
@@ -13,13 +19,14 @@ import (
 )
 
 // A session's next request repeats its last one byte for byte and appends
-// turns (BRIEF, wire facts). The Guard keeps, per recent session, a copy
-// of the last body and its parse, so the next request's parse scans only
-// what is new (protocol.Protocol.ParseAfter) and passes can skip the messages they
-// have already judged (pipeline.Request.Stable). Nothing a rewrite decides
-// depends on this memory: with it or without it (a restart, a second
-// instance, an evicted session) the output is the same bytes; the tests
-// check that.
+// turns (BRIEF, wire facts). The Guard keeps, per recent session, the
+// parse of its last request (offsets only: the body is not kept) and
+// hashes of that body's pieces (print), so the next request's parse scans
+// only what is new (protocol.Protocol.ParseAfter) and passes can skip the
+// messages they have already judged (pipeline.Request.Stable). Nothing a
+// rewrite decides depends on this memory: with it or without it (a
+// restart, a second instance, an evicted session, two conversations
+// sharing a memo key) the output is the same bytes; the tests check that.
 
 // recent holds the memos of the most recently seen sessions, bounded in
 // count and in bytes, each dropped once idle: the memory goes back when
@@ -40,12 +47,16 @@ func newRecent(max int, maxBytes int64, idle time.Duration) *recent {
 	return &recent{max: max, maxBytes: maxBytes, idle: idle, now: time.Now, m: map[string]*memo{}}
 }
 
-// memo is one session's last request.
+// memo is one session's last request: its parse, whose Body is nil (the
+// spans index into a body the memo does not hold), and the print of that
+// body.
 type memo struct {
 	r         *recent
 	mu        sync.Mutex // held by the request using it; others skip it
-	body      []byte     // a copy of the last body, owned
 	conv      *conversation.Conversation
+	print     print
+	shared    int // how many bytes of the current request repeat the remembered body (set by acquire)
+	verified  int // how many of print.sums they cover
 	used      time.Time
 	pass      map[string]any // what passes keep between requests (pipeline.Request.Memo)
 	msgTokens []int          // the estimate of each message of conv (promptTokens)
@@ -54,40 +65,313 @@ type memo struct {
 	gone      bool           // removed from r.m (under r.mu)
 }
 
-// memoKey returns the session key a request can be matched with before it is
-// parsed: its protocol and a client's session header. Requests without one
-// are not remembered.
-func memoKey(proto protocol.Protocol, h http.Header) string {
+// memoSeed seeds the hashes memos compare bodies with. It is random per
+// process, so a client cannot craft bodies whose hashes collide.
+var memoSeed = maphash.MakeSeed()
+
+// print is what a memo keeps of a body instead of its bytes: hashes of its
+// pieces, cut at the offsets protocol.Protocol.Stable looks at, so that
+// the next request can be checked against them to find the bytes it
+// repeats, and so that messages can be compared at moved offsets
+// (extendsPrev).
+//
+// The cuts are, for each message k of the parse, Span.Start+1 (its first
+// byte) and Span.End: sums[2k] hashes the bytes from the cut before (0 for
+// k = 0) to Span.Start+1, sums[2k+1] the rest of the message, from
+// Span.Start+1 to Span.End. The Stable of every protocol depends on how
+// many bytes two bodies share only through comparisons with those offsets
+// (a message counts when the next one starts, or ends, in the shared
+// bytes): so the longest verified cut gives the same Stable as the longest
+// common prefix of the two bodies did.
+type print struct {
+	sums []uint64
+	sys  uint64 // the system prompt's bytes
+	last uint64 // the text literals of the last message (textSum)
+}
+
+// cut returns the offset of cut j of c (see print).
+func cut(c *conversation.Conversation, j int) int {
+	if j%2 == 0 {
+		return c.Messages[j/2].Span.Start + 1
+	}
+	return c.Messages[j/2].Span.End
+}
+
+// fill makes p the print of c (whose Body is set), keeping the first
+// reuse sums, which the caller knows to hash the same bytes.
+func (p *print) fill(c *conversation.Conversation, reuse int) {
+	b := c.Body
+	p.sums = p.sums[:reuse]
+	pos := 0
+	if reuse > 0 {
+		pos = cut(c, reuse-1)
+	}
+	for j := reuse; j < 2*len(c.Messages); j++ {
+		at := cut(c, j)
+		p.sums = append(p.sums, maphash.Bytes(memoSeed, b[pos:at]))
+		pos = at
+	}
+	p.sys = maphash.Bytes(memoSeed, c.Bytes(c.System))
+	p.last = 0
+	if n := len(c.Messages); n > 0 {
+		p.last = textSum(c, n-1)
+	}
+}
+
+// verify returns how many bytes of body are known to repeat the body
+// prev (a parse without its body) was made of, whose print p is: the
+// longest cut at which every piece before hashes the same. It returns
+// the number of pieces verified too.
+func (p *print) verify(prev *conversation.Conversation, body []byte) (shared, pieces int) {
+	pos := 0
+	for j := range p.sums {
+		at := cut(prev, j)
+		if at > len(body) || maphash.Bytes(memoSeed, body[pos:at]) != p.sums[j] {
+			return pos, j
+		}
+		pos = at
+	}
+	return pos, len(p.sums)
+}
+
+// textSum hashes the text literals of message mi of c, in order: what
+// extendsPrev compares. JSON string literals (quotes included) follow each
+// other unambiguously.
+func textSum(c *conversation.Conversation, mi int) uint64 {
+	var h maphash.Hash
+	h.SetSeed(memoSeed)
+	for _, b := range c.Messages[mi].Blocks {
+		if b.Kind == conversation.Text {
+			h.Write(c.Bytes(b.Text))
+		}
+	}
+	return h.Sum64()
+}
+
+// memoKey returns the key a request's memo is found under before the
+// request is parsed: its protocol and a client's session header, or,
+// without one, a hash of the start of the conversation (quickKey). ""
+// means the request is not remembered.
+func memoKey(proto protocol.Protocol, h http.Header, body []byte) string {
 	for _, name := range session.Headers {
 		if v := h.Get(name); v != "" {
 			return proto.Name() + "|" + name + ":" + v
 		}
 	}
+	if k, ok := quickKey(body); ok {
+		return proto.Name() + "|p:" + strconv.FormatUint(k, 16)
+	}
 	return ""
 }
 
-// acquire returns the session's memo, locked, or nil when the session is
-// not to be remembered (no key, no room), or when another request of the
-// session holds it (concurrent requests of one session, such as
-// subagents sharing a header, just parse in full).
-func (r *recent) acquire(key string) *memo {
+// errStop ends quickKey's scan.
+var errStop = errors.New("stop")
+
+// quickKey hashes what every request of one conversation starts with and
+// what a quick scan of the top level finds before the conversation's
+// first user turn: the text of the system prompt, when it comes before
+// the message list (system, or the Responses instructions), and the role
+// and text of each message up to and including the first user message.
+// Like session.Key's prefix hash it hashes the JSON string literals of
+// the text, so a client's re-encoding of a message (a cache marker
+// moved, a string sent as a list of blocks) does not change it; unlike
+// it, it scans no further, so its cost does not grow with the history.
+// Conversations that start alike (subagents given the same task) share a
+// key: that only costs speed, since a memo is used only for what a body
+// verifiably repeats. ok is false when the body is not an object with a
+// message list (the parse then says what is wrong).
+func quickKey(body []byte) (sum uint64, ok bool) {
+	var h maphash.Hash
+	h.SetSeed(memoSeed)
+	_, err := jsonscan.ObjectEach(body, 0, 0, func(k jsonscan.Span, v int) (int, error) {
+		switch {
+		case jsonscan.KeyIs(body, k, "system") || jsonscan.KeyIs(body, k, "instructions"):
+			s, err := jsonscan.ValueAt(body, v, 1)
+			if err != nil {
+				return 0, err
+			}
+			h.WriteByte('s')
+			texts(&h, body, s)
+			return s.End, nil
+		case jsonscan.KeyIs(body, k, "messages") || jsonscan.KeyIs(body, k, "input"):
+			if i := jsonscan.SkipSpace(body, v); i < len(body) && body[i] == '"' {
+				s, err := jsonscan.ValueAt(body, i, 1) // a Responses input string
+				if err != nil {
+					return 0, err
+				}
+				h.Write(s.Bytes(body))
+				return 0, errStop
+			}
+			_, err := jsonscan.ArrayEach(body, v, 1, func(e int) (int, error) {
+				m, err := jsonscan.ValueAt(body, e, 2)
+				if err != nil {
+					return 0, err
+				}
+				role, _ := jsonscan.Lookup(body, m, "role")
+				h.WriteByte('m')
+				h.Write(role.Bytes(body))
+				if content, err := jsonscan.Lookup(body, m, "content"); err == nil {
+					texts(&h, body, content)
+				}
+				if jsonscan.StringIs(body, role, "user") {
+					return 0, errStop
+				}
+				return m.End, nil
+			})
+			if err == nil {
+				err = errStop // no user message: what there was
+			}
+			return 0, err
+		}
+		return jsonscan.Skip(body, v, 1)
+	})
+	if !errors.Is(err, errStop) {
+		return 0, false
+	}
+	return h.Sum64(), true
+}
+
+// texts writes to h the text of the value at s: the literal of a string,
+// the "text" literals of a list of blocks.
+func texts(h *maphash.Hash, body []byte, s jsonscan.Span) {
+	switch jsonscan.KindOf(body, s) {
+	case jsonscan.String:
+		h.Write(s.Bytes(body))
+	case jsonscan.Array:
+		it := jsonscan.Elements(body, s)
+		for e, ok := it.NextElement(); ok; e, ok = it.NextElement() {
+			if jsonscan.KindOf(body, e) != jsonscan.Object {
+				continue
+			}
+			if t, err := jsonscan.Lookup(body, e, "text"); err == nil && jsonscan.KindOf(body, t) == jsonscan.String {
+				h.Write(t.Bytes(body))
+			}
+		}
+	}
+}
+
+// slots is how many memos one key may have: conversations that share a
+// key (requests without a session header that start alike, subagents
+// under their session's header) each keep their own.
+const slots = 4
+
+// slotKey names slot i of key in recent.m.
+func slotKey(key string, i int) string {
+	if i == 0 {
+		return key
+	}
+	return key + "#" + strconv.Itoa(i)
+}
+
+// acquire returns the memo a request with body under key is to use,
+// locked, with what body repeats of it verified (memo.shared), or nil
+// when the request is not to be remembered (no key, no room, every slot
+// in use by other requests: concurrent requests then just parse in full).
+// Of the key's memos no other request holds, it takes the one whose
+// body the request repeats furthest, if the request continues it (it
+// repeats all of that body but the last message's bytes after its
+// first); if the request only starts as one does (another conversation),
+// an empty slot, else the least recently used memo; if it starts as none
+// does, the most recently used.
+func (r *recent) acquire(key string, body []byte) *memo {
 	if key == "" || r.max <= 0 {
 		return nil
 	}
+	var held [slots]*memo // the key's memos locked here
+	free := held[:0]
+	empty := -1
 	r.mu.Lock()
-	m := r.m[key]
-	if m == nil {
-		if len(r.m) >= r.max && !r.evictLocked(nil) {
-			r.mu.Unlock()
-			return nil // every memo is in use
+	for i := range slots {
+		m := r.m[slotKey(key, i)]
+		switch {
+		case m == nil:
+			if empty < 0 {
+				empty = i
+			}
+		case m.mu.TryLock():
+			free = append(free, m)
 		}
-		m = &memo{r: r, used: r.now()}
-		r.m[key] = m
 	}
 	r.mu.Unlock()
-	if !m.mu.TryLock() {
+	// The memo the body repeats furthest: verified in order of how much
+	// each could share, until one is repeated whole.
+	slices.SortFunc(free, func(a, b *memo) int { return cmp.Compare(b.reach(), a.reach()) })
+	for _, m := range free {
+		m.shared, m.verified = 0, 0 // until verified
+	}
+	var best *memo
+	for _, m := range free {
+		if m.conv != nil {
+			m.shared, m.verified = m.print.verify(m.conv, body)
+		}
+		if best == nil || m.shared > best.shared {
+			best = m
+		}
+		if m.verified == len(m.print.sums) {
+			break // none after it can share more
+		}
+	}
+	var use *memo
+	switch {
+	case best != nil && best.conv != nil && best.verified >= len(best.print.sums)-1:
+		use = best // the request continues it
+	case best != nil && best.verified > 0:
+		// Another conversation that starts the same way (or this one
+		// with its history changed): a memo of its own, else the least
+		// recently used.
+		if empty >= 0 {
+			use = r.add(slotKey(key, empty))
+		}
+		if use == nil {
+			use = pick(free, func(a, b *memo) bool { return a.used.Before(b.used) })
+		}
+	default:
+		// Nothing the request starts with matches, as when the model
+		// changed: the most recently used memo, as the same session's
+		// (extendsPrev compares its messages at their moved offsets).
+		use = pick(free, func(a, b *memo) bool { return a.used.After(b.used) })
+		if use == nil && empty >= 0 {
+			use = r.add(slotKey(key, empty))
+		}
+	}
+	for _, m := range free {
+		if m != use {
+			m.mu.Unlock()
+		}
+	}
+	return use
+}
+
+// pick returns the memo of ms that comes first by less, or nil.
+func pick(ms []*memo, less func(a, b *memo) bool) *memo {
+	var p *memo
+	for _, m := range ms {
+		if p == nil || less(m, p) {
+			p = m
+		}
+	}
+	return p
+}
+
+// reach is how many bytes of a body the memo could be found to share.
+func (m *memo) reach() int {
+	if m.conv == nil || len(m.conv.Messages) == 0 {
+		return 0
+	}
+	return m.conv.Messages[len(m.conv.Messages)-1].Span.End
+}
+
+// add puts a new memo under key, locked, making room if needed; nil when
+// every memo is in use or key was taken meanwhile.
+func (r *recent) add(key string) *memo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m[key] != nil || len(r.m) >= r.max && !r.evictLocked(nil) {
 		return nil
 	}
+	m := &memo{r: r, used: r.now()}
+	m.mu.Lock()
+	r.m[key] = m
 	return m
 }
 
@@ -127,31 +411,48 @@ func (r *recent) removeLocked(key string, m *memo) int64 {
 }
 
 // parse parses body with proto, reusing what the memo holds (the memo's
-// key names the protocol).
+// key names the protocol): the messages of the remembered parse that lie
+// within the bytes body verifiably repeats (print.verify).
 func (m *memo) parse(proto protocol.Protocol, body []byte) (*conversation.Conversation, int, error) {
 	if m == nil || m.conv == nil {
 		c, err := proto.Parse(body)
 		return c, 0, err
 	}
-	st := proto.Stable(m.conv, body)
-	c, err := proto.ParseAfter(body, m.conv, st)
+	prev := m.conv
+	// prev's spans up to shared (verified by acquire) are spans of body
+	// too: Stable measures them against the bytes verified (and finds
+	// exactly what it would against the old body), ParseAfter takes them
+	// over.
+	prev.Body = body[:m.shared]
+	st := proto.Stable(prev, body)
+	c, err := proto.ParseAfter(body, prev, st)
+	prev.Body = nil
 	return c, st, err
 }
 
-// keep makes c (a parse of body) the memo's last request: it copies body
-// into the memory the memo owns (the previous body is no longer needed: c
-// took what it reused from the previous parse by value), points c at it,
-// and releases the previous parse. c must not be released by the caller
-// afterwards. If the memo would not fit the byte bound even alone, or was
-// evicted meanwhile, it keeps nothing; otherwise older memos make room.
+// keep makes c (a parse of body) the memo's last request: it hashes the
+// pieces of body the memo has no sum for yet (print.fill), releases the
+// previous parse and keeps c without its body (c.Body is set to nil: the
+// caller keeps ownership of body, which may be reused as soon as the
+// request is done). c must not be released by the caller afterwards. If
+// the memo would not fit the byte bound even alone, or was evicted
+// meanwhile, it keeps nothing; otherwise older memos make room.
 func (m *memo) keep(c *conversation.Conversation, body []byte) {
-	if m.conv != nil {
-		m.conv.Release()
+	// The pieces verified before a cut that c shares with the previous
+	// parse hash the same bytes.
+	reuse := 0
+	if prev := m.conv; prev != nil {
+		for reuse < m.verified && reuse < 2*len(c.Messages) && cut(prev, reuse) == cut(c, reuse) {
+			reuse++
+		}
+		prev.Release()
 	}
-	m.body = append(m.body[:0], body...)
-	c.Body = m.body
+	m.shared, m.verified = 0, 0
+	c.Body = body
+	m.print.fill(c, reuse)
+	c.Body = nil
 	m.conv = c
-	size := int64(cap(m.body)) + int64(c.Footprint()) + int64(8*cap(m.msgTokens)) + int64(pipeline.MemoFootprint(m.pass))
+	size := int64(c.Footprint()) + int64(8*cap(m.print.sums)) + int64(8*cap(m.msgTokens)) + int64(pipeline.MemoFootprint(m.pass))
 	r := m.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -173,7 +474,8 @@ func (m *memo) drop() {
 	if m.conv != nil {
 		m.conv.Release()
 	}
-	m.conv, m.body, m.pass, m.msgTokens = nil, nil, nil, nil
+	m.conv, m.pass, m.msgTokens = nil, nil, nil
+	m.print = print{}
 }
 
 // forget drops what the memo holds (after a failed request: what passes

@@ -38,15 +38,23 @@ func sessionHeader(i int) http.Header {
 // arrives, and are all dropped once idle for limits.session_idle.
 func TestSessionMemoryBounds(t *testing.T) {
 	stream := longestStream(t)
-	last := stream[len(stream)-1]
+	// What one session's memo holds after the requests below.
+	one := newGuard(t, config.Defaults(), WithStore(store.NewMemory()))
+	for _, b := range stream[len(stream)-3:] {
+		one.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(0), b)
+	}
+	_, memoBytes := one.recent.usage()
+	if memoBytes <= 0 {
+		t.Fatal("one session remembered nothing")
+	}
 	for _, tc := range []struct {
 		name     string
 		sessions int
 		bytes    int64
 	}{
 		{"count bound", 3, 1 << 30},
-		{"byte bound", 100, int64(3*len(last)) + 1},
-		{"smaller than one body", 100, int64(len(last) / 2)},
+		{"byte bound", 100, 3*memoBytes + 1},
+		{"smaller than one memo", 100, memoBytes / 2},
 		{"none", 0, 1 << 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,10 +74,10 @@ func TestSessionMemoryBounds(t *testing.T) {
 				}
 				clock.Advance(time.Second)
 			}
-			if fits := tc.sessions > 0 && tc.bytes > int64(len(last)); fits && peak < len(last) {
-				t.Errorf("peak %d bytes remembered: less than one body (%d), so the bound is not what limits", peak, len(last))
+			if fits := tc.sessions > 0 && tc.bytes > memoBytes; fits && int64(peak) < memoBytes {
+				t.Errorf("peak %d bytes remembered: less than one memo (%d), so the bound is not what limits", peak, memoBytes)
 			}
-			if !(tc.sessions > 0 && tc.bytes > int64(len(last))) && peak != 0 {
+			if !(tc.sessions > 0 && tc.bytes > memoBytes) && peak != 0 {
 				t.Errorf("%d bytes remembered where nothing fits", peak)
 			}
 			// Not idle long enough: kept. Idle: all gone.
@@ -92,8 +100,9 @@ func TestSessionMemoryBounds(t *testing.T) {
 	}
 }
 
-// TestSessionMemorySize: a memo counts at least the copy of the body it
-// keeps, so the byte bound bounds real memory.
+// TestSessionMemorySize: a memo keeps no copy of the body, only its parse
+// (offsets) and hashes, and counts at least those, so the byte bound
+// bounds real memory.
 func TestSessionMemorySize(t *testing.T) {
 	stream := longestStream(t)
 	g := newGuard(t, config.Defaults(), WithStore(store.NewMemory()))
@@ -101,9 +110,21 @@ func TestSessionMemorySize(t *testing.T) {
 		g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(0), b)
 	}
 	_, bytes := g.recent.usage()
-	last := len(stream[len(stream)-1])
-	if bytes < int64(last) || bytes > int64(6*last) {
-		t.Errorf("one session's memo counts %d bytes for a %d-byte body", bytes, last)
+	last := stream[len(stream)-1]
+	c, err := anthropic.Parse(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parse := int64(c.Footprint() + 16*len(c.Messages))
+	if bytes < parse || bytes >= int64(len(last)) {
+		t.Errorf("one session's memo counts %d bytes for a %d-byte body whose parse holds %d", bytes, len(last), parse)
+	}
+	g.recent.mu.Lock()
+	defer g.recent.mu.Unlock()
+	for _, m := range g.recent.m {
+		if m.conv == nil || m.conv.Body != nil {
+			t.Errorf("the memo holds a body, or no parse")
+		}
 	}
 }
 

@@ -30,10 +30,11 @@ func (g *Guard) recoverer(s *setup, proto protocol.Protocol, h http.Header, body
 	info, sent := res.Model, res.TokensAfter
 	return func(ctx context.Context, o protocol.Overflow) ([]byte, func(), bool) {
 		g.limits.learn(ctx, g, info, o, sent)
-		buf := outBufs.get(len(body))
-		r := g.rewrite(ctx, s, proto, h, body, buf, true)
+		r := g.rewrite(ctx, s, proto, h, body, outBufs.get, true)
 		if r.Err != nil || !r.Changed || r.TokensAfter >= sent {
-			outBufs.put(buf)
+			if r.Changed {
+				outBufs.put(r.Body)
+			}
 			g.log.Warn("the upstream found a request too long, and compacting it harder does not make it smaller; forwarding its error",
 				"session", r.Session, "model", info.ID, "tokens", o.Tokens, "limit", o.Limit, "sent_estimate", sent)
 			return nil, nil, false

@@ -40,11 +40,15 @@ func Parse(body []byte) (*conv, error) {
 	p := parsers.Get().(*parser)
 	p.reset(body)
 	c, err := p.parse()
+	// The parser keeps no reference to the bodies once done: a pooled
+	// parser (or a remembered parse, see ctxguard's memo) must not pin
+	// a request's body.
+	p.b, p.prev = nil, nil
 	if err != nil {
 		parsers.Put(p)
 		return nil, err
 	}
-	c.OnRelease(func() { parsers.Put(p) })
+	c.OnRelease(func() { p.c.Body = nil; parsers.Put(p) })
 	return c, nil
 }
 
@@ -66,11 +70,15 @@ func ParseAfter(body []byte, prev *conv, stable int) (*conv, error) {
 	p.reset(body)
 	p.prev, p.stable = prev, stable
 	c, err := p.parse()
+	// The parser keeps no reference to the bodies once done: a pooled
+	// parser (or a remembered parse, see ctxguard's memo) must not pin
+	// a request's body.
+	p.b, p.prev = nil, nil
 	if err != nil {
 		parsers.Put(p)
 		return nil, err
 	}
-	c.OnRelease(func() { parsers.Put(p) })
+	c.OnRelease(func() { p.c.Body = nil; parsers.Put(p) })
 	return c, nil
 }
 

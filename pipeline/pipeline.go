@@ -79,10 +79,14 @@ type Request struct {
 	// figures on every request. Nil means no pass set it: then sizes are
 	// those of the messages as the client sent them (RawSizes).
 	Sizes HistorySizer
-	// Out, if not nil, is where Run writes a rewritten body (its
-	// capacity is reused; it grows if needed). Result.Body then aliases
-	// it. Nil means a fresh slice.
-	Out []byte
+	// Out, if not nil, supplies the memory Run writes a rewritten body
+	// into: it is asked, once and only when there are edits, for a
+	// buffer of at least n bytes, n being the rewritten body's exact
+	// size (splice.Set.Size), so a pool can hand out memory of the size
+	// that is sent rather than of the size that came in. Result.Body
+	// then aliases that buffer, owned by the caller. Nil means a fresh
+	// slice.
+	Out func(n int) []byte
 
 	edits    splice.Set
 	removals []Span
@@ -301,7 +305,7 @@ func (p *Pipeline) Run(r *Request) (res Result) {
 	var out []byte
 	var err error
 	if r.Out != nil && r.edits.Len() > 0 {
-		out, err = r.edits.AppendApply(r.Out[:0], body)
+		out, err = r.edits.AppendApply(r.Out(r.edits.Size(body))[:0], body)
 	} else {
 		out, err = r.edits.Apply(body)
 	}

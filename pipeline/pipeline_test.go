@@ -110,6 +110,26 @@ func TestRun(t *testing.T) {
 					t.Errorf("a failed run must return the original body and no stubs: %q, stubs %v", res.Body, res.Stubs)
 				}
 			}
+			// With Out: asked once, only when there are edits, for the
+			// exact size; the body is written into what it supplied.
+			var asked []int
+			var buf []byte
+			r := request(t)
+			r.Out = func(n int) []byte {
+				asked = append(asked, n)
+				buf = make([]byte, n+64)
+				return buf
+			}
+			res = p.Run(r)
+			if string(res.Body) != tc.want {
+				t.Errorf("with Out: body %q", res.Body)
+			}
+			switch {
+			case res.Changed && (len(asked) != 1 || asked[0] != len(res.Body) || &buf[0] != &res.Body[0]):
+				t.Errorf("with Out: asked for %v bytes for a %d-byte body; written into it: %v", asked, len(res.Body), len(buf) > 0 && &buf[0] == &res.Body[0])
+			case !res.Changed && tc.failed == "" && len(asked) != 0:
+				t.Errorf("with Out: asked for %v bytes for an unchanged body", asked)
+			}
 		})
 	}
 }

@@ -20,7 +20,7 @@ import (
 // ctxguard module: it builds ctxguard serve and the passthrough proxy from
 // source.
 //
-//	go run ./cmd/ctxguard bench [--duration 3m] [--sizes 100KB,1MB,5MB] [--concurrency 1,8] [--modes sse,json] [--protocols anthropic,responses,chat] [--ctxguard-instances 2] [--json | --benchfmt] ...
+//	go run ./cmd/ctxguard bench [--duration 3m] [--sizes 100KB,1MB,5MB] [--concurrency 1,8] [--modes sse,json] [--protocols anthropic,responses,chat] [--ctxguard-instances 2] [--no-session-header] [--json | --benchfmt] ...
 const benchUsage = `usage: ctxguard bench [flags]
 
 Measures ctxguard's overhead: a loopback load test of a real session's
@@ -51,6 +51,7 @@ func bench(args []string, stdout, stderr io.Writer) error {
 	ctEnv := fs.String("ctxguard-env", "", "comma-separated KEY=VALUE added to ctxguard's environment only (e.g. GOGC=200)")
 	ctN := fs.Int("ctxguard-instances", 1, "ctxguard serve processes with the same configuration, sent requests round robin (name a shared store with --ctxguard-config)")
 	ctCfg := fs.String("ctxguard-config", "", "a YAML file appended to ctxguard's configuration (every pass on), e.g. to turn the dashboard and metrics off")
+	noHeader := fs.Bool("no-session-header", false, "send the requests without the client's session header, as SDK apps do")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	benchfmt := fs.Bool("benchfmt", false, "print the report in the Go benchmark format (for benchstat)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
@@ -65,7 +66,7 @@ func bench(args []string, stdout, stderr io.Writer) error {
 	}
 	opt := loadtest.Options{Root: *root, SessionID: *session, Duration: *duration, MaxRequests: *maxReq, Warmup: *warmup,
 		IdleWait: *idleWait, UpstreamDelay: *delay, EventDelay: *eventDelay, CtxguardBin: *ctBin, PassthroughBin: *ptBin,
-		CtxguardInstances: *ctN}
+		CtxguardInstances: *ctN, NoSessionHeader: *noHeader}
 	var err error
 	if opt.Sizes, err = loadtest.ParseSizes(*sizes); err != nil {
 		return err

@@ -199,6 +199,10 @@ type Options struct {
 	// UpstreamDelay is the fake upstream's wait before its response
 	// headers; EventDelay its wait between two SSE events. Default 0.
 	UpstreamDelay, EventDelay time.Duration
+	// NoSessionHeader sends the requests without the client's session
+	// header (as SDK apps do): ctxguard then finds a session's memory by
+	// the start of its conversation.
+	NoSessionHeader bool
 	// Progress, if set, receives a line per case as it ends.
 	Progress io.Writer
 }
@@ -428,7 +432,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 			rep.Passthrough = info
 		}
 	}
-	rep.Settings = Settings{DurationS: opt.Duration.Seconds(), MaxRequests: opt.MaxRequests, Warmup: opt.Warmup}
+	rep.Settings = Settings{DurationS: opt.Duration.Seconds(), MaxRequests: opt.MaxRequests, Warmup: opt.Warmup, NoSessionHeader: opt.NoSessionHeader}
 	rep.Machine.LoadBefore = loadAvg()
 	meter := newCPUMeter(append([]int{pt.Pid()}, pids(cts)...)...)
 
@@ -691,6 +695,37 @@ func (h *harness) slot(ctx context.Context, t *target, cs caseSpec, bodies [][]b
 	a.mu.Unlock()
 }
 
+// clientHeaders sets each client's own headers (Claude Code 2.1.197, Codex
+// CLI 0.169.0, opencode 1.18.33), its session header too unless session
+// is "".
+func clientHeaders(hd http.Header, p Protocol, session string) {
+	switch p {
+	case Anthropic:
+		hd["Accept"] = []string{"application/json"}
+		hd["Anthropic-Version"] = []string{"2023-06-01"}
+		hd["Anthropic-Beta"] = []string{"claude-code-20250219,context-management-2025-06-27,interleaved-thinking-2025-05-14"}
+		hd["X-Api-Key"] = []string{"sk-ant-loadtest-not-a-real-key"}
+		hd["User-Agent"] = []string{"claude-cli/2.1.197 (external, cli)"}
+		if session != "" {
+			hd["X-Claude-Code-Session-Id"] = []string{session}
+		}
+	case Responses:
+		hd["Accept"] = []string{"text/event-stream"}
+		hd["Authorization"] = []string{"Bearer sk-loadtest-not-a-real-key"}
+		hd["Originator"] = []string{"codex_exec"}
+		hd["User-Agent"] = []string{"codex_exec/0.169.0 (Linux; x86_64) (codex_exec; 0.169.0)"}
+		if session != "" {
+			hd["Session-Id"] = []string{session}
+		}
+	case Chat:
+		hd["Authorization"] = []string{"Bearer sk-loadtest-not-a-real-key"}
+		hd["User-Agent"] = []string{"opencode/1.18.33 ai-sdk/openai-compatible"}
+		if session != "" {
+			hd["X-Session-Id"] = []string{session}
+		}
+	}
+}
+
 // do sends one request and records it in a.
 func (h *harness) do(ctx context.Context, t *target, cs caseSpec, body []byte, session string, want int64, buf []byte, a *acc) {
 	id := "r" + strconv.FormatInt(h.ids.Add(1), 10)
@@ -709,27 +744,10 @@ func (h *harness) do(ctx context.Context, t *target, cs caseSpec, body []byte, s
 	}
 	hd := req.Header
 	hd["Content-Type"] = []string{"application/json"}
-	// Each client's own headers, its session header included (Claude
-	// Code 2.1.197, Codex CLI 0.169.0, opencode 1.18.33).
-	switch cs.proto {
-	case Anthropic:
-		hd["Accept"] = []string{"application/json"}
-		hd["Anthropic-Version"] = []string{"2023-06-01"}
-		hd["Anthropic-Beta"] = []string{"claude-code-20250219,context-management-2025-06-27,interleaved-thinking-2025-05-14"}
-		hd["X-Api-Key"] = []string{"sk-ant-loadtest-not-a-real-key"}
-		hd["User-Agent"] = []string{"claude-cli/2.1.197 (external, cli)"}
-		hd["X-Claude-Code-Session-Id"] = []string{session}
-	case Responses:
-		hd["Accept"] = []string{"text/event-stream"}
-		hd["Authorization"] = []string{"Bearer sk-loadtest-not-a-real-key"}
-		hd["Originator"] = []string{"codex_exec"}
-		hd["User-Agent"] = []string{"codex_exec/0.169.0 (Linux; x86_64) (codex_exec; 0.169.0)"}
-		hd["Session-Id"] = []string{session}
-	case Chat:
-		hd["Authorization"] = []string{"Bearer sk-loadtest-not-a-real-key"}
-		hd["User-Agent"] = []string{"opencode/1.18.33 ai-sdk/openai-compatible"}
-		hd["X-Session-Id"] = []string{session}
+	if h.opt.NoSessionHeader {
+		session = ""
 	}
+	clientHeaders(hd, cs.proto, session)
 	hd[idHeader] = []string{id}
 	hd[modeHeader] = []string{string(cs.mode)}
 

@@ -125,6 +125,8 @@ type Settings struct {
 	DurationS   float64 `json:"duration_s"`
 	MaxRequests int     `json:"max_requests"`
 	Warmup      int     `json:"warmup_rounds"`
+	// NoSessionHeader: requests went without the client's session header.
+	NoSessionHeader bool `json:"no_session_header,omitempty"`
 }
 
 // CaseResult is one case: a body size, a concurrency, an answer mode.
@@ -416,6 +418,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	s := r.Settings
 	fmt.Fprintf(&b, "measuring: %.0f s split over %d cases, at most %d requests per target and case, %d warm-up rounds per case, targets interleaved\n",
 		s.DurationS, len(r.Cases), s.MaxRequests, s.Warmup)
+	if s.NoSessionHeader {
+		b.WriteString("requests sent without the client's session header\n")
+	}
 	b.WriteString("\nlatency, ms (request start to last answer byte); +direct / +pass: what the target adds over direct / over the passthrough (difference of percentiles); req/s: successful requests per second of the target's measuring time\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "case\tbody\ttarget\treq\terr\treq/s\tp50\tp99\t+direct p50\t+direct p99\t+pass p50\t+pass p99\t")

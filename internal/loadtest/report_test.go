@@ -138,6 +138,7 @@ func TestWriteText(t *testing.T) {
 	r.Cases[0].Targets[2].Errors, r.Cases[0].Targets[2].FirstError = 2, "status 502"
 	r.Cases[0].Targets[2].Rewrite = &RewriteStats{Rewritten: 8, Passes: "compress,clear", TokensBefore: 100, TokensAfter: 40}
 	r.Ctxguard.AfterIdleRSS, r.Ctxguard.IdleWaitS = 24<<20, 360
+	r.Settings.NoSessionHeader = true
 	var b bytes.Buffer
 	if err := r.WriteText(&b); err != nil {
 		t.Fatal(err)
@@ -152,6 +153,7 @@ func TestWriteText(t *testing.T) {
 		"met     added SSE first-byte relay p50 over passthrough",
 		"ctxguard peak RSS ≈",
 		"ctxguard memory: peak RSS", "24.0 MiB after 360 s idle",
+		"requests sent without the client's session header",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)
