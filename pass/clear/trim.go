@@ -77,7 +77,7 @@ func hasKind(blocks []conversation.Block, k conversation.Kind) bool {
 
 // dropRun drops the tool rounds of messages [a, b], keeping everything
 // else they hold, and leaves a note naming the blob that holds the
-// dropped messages. The result stays a valid, alternating conversation:
+// dropped messages (and saying how to read it: howto, Blobs.Howto). The result stays a valid, alternating conversation:
 //
 //   - a round whose messages hold nothing but tool calls, results and
 //     thinking goes whole (both messages);
@@ -87,7 +87,7 @@ func hasKind(blocks []conversation.Block, k conversation.Kind) bool {
 //   - the last round of the run always stays, as the place of the note:
 //     its user message starts with the note (then its own text, if any),
 //     and its assistant message keeps its text or becomes a placeholder.
-func (p *Pass) dropRun(r *pipeline.Request, a, b int) ([]splice.Edit, error) {
+func (p *Pass) dropRun(r *pipeline.Request, a, b int, howto string) ([]splice.Edit, error) {
 	c := r.Conv
 	msgs := c.Messages
 	whole := splice.Span{Start: msgs[a].Span.Start, End: msgs[b].Span.End}
@@ -96,7 +96,7 @@ func (p *Pass) dropRun(r *pipeline.Request, a, b int) ([]splice.Edit, error) {
 		return nil, err
 	}
 	note := "[ctxguard dropped " + strconv.Itoa((b-a+1)/2) + " earlier tool rounds (" + callCounts(c, a, b) +
-		") to keep this session small; their calls and results are in blob " + kept.ID + ": " + p.blobs.Howto() + "]"
+		") to keep this session small; their calls and results are in blob " + kept.ID + ": " + howto + "]"
 
 	out := make([]splice.Edit, 0, b-a+1)
 	for i := a; i < b; i += 2 {
