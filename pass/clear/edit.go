@@ -41,11 +41,15 @@ func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, 
 	if hasMark {
 		last = max(last, to)
 	}
+	var howto string // of the drop notes, once per request
+	if len(runs) > 0 {
+		howto = p.blobs.Howto()
+	}
 	it := 0
 	var msgEdits []splice.Edit
 	for mi := 0; mi < last; mi++ {
 		if len(runs) > 0 && mi == runs[0][0] {
-			e, err := p.dropRun(r, runs[0][0], runs[0][1])
+			e, err := p.dropRun(r, runs[0][0], runs[0][1], howto)
 			if errors.Is(err, store.ErrTooLarge) {
 				// Over the store's blob limit: the run stays whole
 				// (nothing is removed that cannot be got back).

@@ -1,8 +1,8 @@
 package clear
 
 import (
-	"fmt"
-	"slices"
+	"bytes"
+	"strconv"
 	"strings"
 
 	"github.com/ctxguard/ctxguard/conversation"
@@ -26,8 +26,7 @@ func (p *Pass) trimRuns(c *conversation.Conversation, pl plan) [][2]int {
 		if i+1 >= len(msgs) || msgs[i].Role != conversation.RoleAssistant || (msgs[i+1].Role != conversation.RoleUser && msgs[i+1].Role != conversation.RoleTool) {
 			return false
 		}
-		return slices.ContainsFunc(msgs[i].Blocks, func(b conversation.Block) bool { return b.Kind == conversation.ToolCall }) &&
-			slices.ContainsFunc(msgs[i+1].Blocks, func(b conversation.Block) bool { return b.Kind == conversation.ToolResult })
+		return hasKind(msgs[i].Blocks, conversation.ToolCall) && hasKind(msgs[i+1].Blocks, conversation.ToolResult)
 	}
 	var runs [][2]int
 	from := 0
@@ -65,9 +64,20 @@ func (p *Pass) trimRuns(c *conversation.Conversation, pl plan) [][2]int {
 	return runs
 }
 
+// hasKind reports whether any of blocks is of kind k (by index: a Block
+// is too large to copy per element).
+func hasKind(blocks []conversation.Block, k conversation.Kind) bool {
+	for i := range blocks {
+		if blocks[i].Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
 // dropRun drops the tool rounds of messages [a, b], keeping everything
 // else they hold, and leaves a note naming the blob that holds the
-// dropped messages. The result stays a valid, alternating conversation:
+// dropped messages (and saying how to read it: howto, Blobs.Howto). The result stays a valid, alternating conversation:
 //
 //   - a round whose messages hold nothing but tool calls, results and
 //     thinking goes whole (both messages);
@@ -77,7 +87,7 @@ func (p *Pass) trimRuns(c *conversation.Conversation, pl plan) [][2]int {
 //   - the last round of the run always stays, as the place of the note:
 //     its user message starts with the note (then its own text, if any),
 //     and its assistant message keeps its text or becomes a placeholder.
-func (p *Pass) dropRun(r *pipeline.Request, a, b int) ([]splice.Edit, error) {
+func (p *Pass) dropRun(r *pipeline.Request, a, b int, howto string) ([]splice.Edit, error) {
 	c := r.Conv
 	msgs := c.Messages
 	whole := splice.Span{Start: msgs[a].Span.Start, End: msgs[b].Span.End}
@@ -85,27 +95,10 @@ func (p *Pass) dropRun(r *pipeline.Request, a, b int) ([]splice.Edit, error) {
 	if err != nil {
 		return nil, err
 	}
-	tools := map[string]int{}
-	var names []string
-	for i := a; i <= b; i++ {
-		for j := range msgs[i].Blocks {
-			if blk := &msgs[i].Blocks[j]; blk.Kind == conversation.ToolCall {
-				n := c.ToolName(blk)
-				if tools[n] == 0 {
-					names = append(names, n)
-				}
-				tools[n]++
-			}
-		}
-	}
-	var calls []string
-	for _, n := range names {
-		calls = append(calls, fmt.Sprintf("%s ×%d", n, tools[n]))
-	}
-	note := fmt.Sprintf("[ctxguard dropped %d earlier tool rounds (%s) to keep this session small; their calls and results are in blob %s: %s]",
-		(b-a+1)/2, strings.Join(calls, ", "), kept.ID, p.blobs.Howto())
+	note := "[ctxguard dropped " + strconv.Itoa((b-a+1)/2) + " earlier tool rounds (" + callCounts(c, a, b) +
+		") to keep this session small; their calls and results are in blob " + kept.ID + ": " + howto + "]"
 
-	var out []splice.Edit
+	out := make([]splice.Edit, 0, b-a+1)
 	for i := a; i < b; i += 2 {
 		asst, user := &msgs[i], &msgs[i+1]
 		aKeep, uKeep := keptBlocks(c, asst), keptBlocks(c, user)
@@ -133,6 +126,52 @@ func (p *Pass) dropRun(r *pipeline.Request, a, b int) ([]splice.Edit, error) {
 		out = append(out, splice.Edit{Span: aSpan, Repl: aRepl}, splice.Edit{Span: uSpan, Repl: uRepl, Blob: blob})
 	}
 	return out, nil
+}
+
+// callCounts lists the tools called in messages [a, b] in the order of
+// their first call, each with its count: "Read ×3, Bash ×1". A name sent
+// without escapes is counted by its raw bytes, so only the first call of
+// each tool decodes its name.
+func callCounts(c *conversation.Conversation, a, b int) string {
+	type count struct {
+		name string
+		n    int
+	}
+	var counts []count
+	index := map[string]int{} // name → its place in counts
+	for i := a; i <= b; i++ {
+		for j := range c.Messages[i].Blocks {
+			blk := &c.Messages[i].Blocks[j]
+			if blk.Kind != conversation.ToolCall {
+				continue
+			}
+			k, ok := 0, false
+			raw := c.Bytes(blk.Name)
+			plain := len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0
+			if plain {
+				k, ok = index[string(raw[1:len(raw)-1])] // no allocation
+			}
+			if !ok {
+				n := c.ToolName(blk)
+				if k, ok = index[n]; !ok {
+					k = len(counts)
+					index[n] = k
+					counts = append(counts, count{name: n})
+				}
+			}
+			counts[k].n++
+		}
+	}
+	var sb strings.Builder
+	for i, ct := range counts {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(ct.name)
+		sb.WriteString(" ×")
+		sb.WriteString(strconv.Itoa(ct.n))
+	}
+	return sb.String()
 }
 
 // keptBlocks returns the blocks of a message that trimming keeps: all
