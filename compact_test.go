@@ -651,3 +651,53 @@ func TestClientCompactionPassesThrough(t *testing.T) {
 		t.Fatalf("after the client's compaction: err %v, same as a fresh Guard %v, compaction %q", got.Err, bytes.Equal(got.Body, want.Body), got.Compaction)
 	}
 }
+
+// getCounter counts a store's Get calls.
+type getCounter struct {
+	store.Store
+	mu   sync.Mutex
+	gets int
+}
+
+func (c *getCounter) Get(ctx context.Context, key string) ([]byte, error) {
+	c.mu.Lock()
+	c.gets++
+	c.mu.Unlock()
+	return c.Store.Get(ctx, key)
+}
+
+func (c *getCounter) take() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.gets
+	c.gets = 0
+	return n
+}
+
+// TestCompactionReadsStoreOnce: while a span's summary is missing (the
+// model fails), a request asks the store for it once, not at every step
+// of its replay: on a shared store every read is a round trip.
+func TestCompactionReadsStoreOnce(t *testing.T) {
+	st := &getCounter{Store: store.NewMemory()}
+	cfg := smallWindow()
+	cfg.Compact.Wait = 0
+	g := newGuard(t, cfg, WithStore(st), WithSummarizer(&ctlSummarizer{mode: "fail"}))
+	most, compacted := 0, 0
+	for i, b := range compactionStream(t) {
+		st.take()
+		res := g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, b)
+		if res.Err != nil {
+			t.Fatalf("request %d: %v", i, res.Err)
+		}
+		if summaryOf(res.Body) != "" {
+			compacted++
+		}
+		most = max(most, st.take())
+	}
+	if compacted == 0 {
+		t.Fatal("nothing was compacted")
+	}
+	if most > 3 {
+		t.Errorf("a request read the store %d times", most)
+	}
+}

@@ -216,6 +216,9 @@ func rawSizes(r *pipeline.Request) pipeline.HistorySizer {
 type current struct {
 	waited bool // it waited for a model's summary (it waits once)
 	event  bool // it carries a compaction for the first time
+	// absent names a summary the store did not have when this request
+	// asked: the replays of one request ask once, not at every step.
+	absent string
 }
 
 // planState is one request's replay.
@@ -234,6 +237,20 @@ type planState struct {
 	fresh   bool     // the current request is the first to carry a compaction
 	applied []compaction
 	pending *compaction // planned, not yet applied
+}
+
+// get returns the summary under key, nil when there is none. One request
+// asks the store once for a summary it lacks (the store is read as of
+// then); a summary the request itself gets (step) clears that.
+func (s *planState) get(key string) (*record, error) {
+	if s.now.absent == key {
+		return nil, nil
+	}
+	rec, err := s.p.get(s.r.Context(), key)
+	if err == nil && rec == nil {
+		s.now.absent = key
+	}
+	return rec, err
 }
 
 // size is the request holding the first at messages under the applied
@@ -317,7 +334,7 @@ func (s *planState) step(at int, env *pipeline.Env) (wrote bool, err error) {
 			return false, nil
 		}
 		key := s.pending.key
-		rec, err := s.p.get(s.r.Context(), key)
+		rec, err := s.get(key)
 		if err != nil {
 			return false, err
 		}
@@ -339,6 +356,7 @@ func (s *planState) step(at int, env *pipeline.Env) (wrote bool, err error) {
 				if rec, err = s.summary(cur, env); err != nil || rec == nil {
 					return false, err
 				}
+				s.now.absent = ""
 				act = 0 // written now; activated below
 			}
 			if act == 0 {

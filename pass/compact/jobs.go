@@ -72,15 +72,15 @@ func (j *jobs) start(s *planState, env *pipeline.Env) *job {
 	if jb := j.m[key]; jb != nil {
 		return jb
 	}
-	if rec, err := p.get(s.r.Context(), key); err != nil || rec != nil {
-		return nil // written already (by another process on the store)
-	}
 	now := p.now()
 	if t, ok := j.failed[key]; ok {
 		if now.Before(t) {
-			return nil
+			return nil // before asking the store: this runs on every request until then
 		}
 		delete(j.failed, key)
+	}
+	if rec, err := p.get(s.r.Context(), key); err != nil || rec != nil {
+		return nil // written already (by another process on the store)
 	}
 	for k, t := range j.failed {
 		if !now.Before(t) {
