@@ -28,6 +28,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/dashboard"
+	"github.com/ctxguard/ctxguard/internal/testtool"
 	"github.com/ctxguard/ctxguard/model"
 )
 
@@ -382,16 +383,7 @@ func atoi(t *testing.T, s string) int {
 // findChromium returns Chromium's path; without one the test skips, or
 // fails under CI or CTXGUARD_BROWSER.
 func findChromium(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if ci := os.Getenv("CI"); (ci != "" && ci != "0" && ci != "false") || os.Getenv("CTXGUARD_BROWSER") != "" {
-		t.Fatal("chromium is not installed (apt-get install chromium); the browser test must run here")
-	}
-	t.Skip("chromium is not installed; set CTXGUARD_BROWSER=1 to make this a failure")
-	return ""
+	return testtool.Find(t, "CTXGUARD_BROWSER", "apt-get install chromium", "chromium", "chromium-browser", "google-chrome")
 }
 
 // browser starts headless Chromium for the test, with a fresh profile and

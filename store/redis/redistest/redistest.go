@@ -26,15 +26,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// Required reports whether a missing redis-server fails the tests that
-// need one rather than skipping them: under CI (CI set) or with
-// CTXGUARD_REDIS set, as .ci/run does.
-func Required() bool {
-	ci := os.Getenv("CI")
-	return (ci != "" && ci != "0" && ci != "false") || os.Getenv("CTXGUARD_REDIS") != ""
-}
+	"github.com/ctxguard/ctxguard/internal/testtool"
+)
 
 // startTimeout bounds the wait for a started server to answer PING.
 const startTimeout = 20 * time.Second
@@ -120,13 +114,7 @@ func makeCerts(t testing.TB) (*x509.CertPool, []byte, []byte) {
 // PING there; Addr is tlsPort's address if not 0.
 func start(t testing.TB, tlsPort int, extra []string) *Server {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if Required() {
-			t.Fatalf("redis-server is not installed (Debian: apt-get install redis-server): the Redis store's tests need a real server: %v", err)
-		}
-		t.Skipf("redis-server is not installed (Debian: apt-get install redis-server); set CTXGUARD_REDIS=1 to make this a failure: %v", err)
-	}
+	bin := testtool.Find(t, "CTXGUARD_REDIS", "Debian: apt-get install redis-server", "redis-server")
 	port := freePort(t)
 	dir := t.TempDir()
 	args := append([]string{
