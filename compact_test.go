@@ -26,6 +26,7 @@ import (
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/store/storetest"
 	"github.com/ctxguard/ctxguard/tokens"
 )
 
@@ -699,5 +700,52 @@ func TestCompactionReadsStoreOnce(t *testing.T) {
 	}
 	if most > 3 {
 		t.Errorf("a request read the store %d times", most)
+	}
+}
+
+// pifFailing is a store whose PutIfAbsent fails while fail is set.
+type pifFailing struct {
+	store.Store
+	fail bool
+}
+
+func (s *pifFailing) PutIfAbsent(ctx context.Context, key string, val []byte) ([]byte, bool, error) {
+	if s.fail {
+		return nil, false, fmt.Errorf("connection refused")
+	}
+	return s.Store.PutIfAbsent(ctx, key, val)
+}
+
+// TestLearnedLimitsShared: two instances on one store agree on what an
+// overflow taught: a lesson one stores is read by the other (within
+// limitRefresh), and an instance that could not store its own lesson
+// uses it alone, and still reads the lesson another stores under that
+// number.
+func TestLearnedLimitsShared(t *testing.T) {
+	ctx := context.Background()
+	clk := storetest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	mem := store.NewMemory()
+	down := &pifFailing{Store: mem, fail: true}
+	a := newGuard(t, smallWindow(), WithStore(mem), WithClock(clk.Now))
+	b := newGuard(t, smallWindow(), WithStore(down), WithClock(clk.Now))
+	info := model.Info{ID: "claude-sonnet-4-5", Window: 40_000, MaxOutput: 4_000}
+	over := protocol.Overflow{Tokens: 40_000, Limit: 30_000}
+
+	b.limits.learn(ctx, b, info, over, 36_000) // not stored: b's alone
+	wb := b.limits.window(ctx, b, info.ID)
+	if wb == 0 || wb >= info.Window {
+		t.Fatalf("b learned window %d", wb)
+	}
+	if w := a.limits.window(ctx, a, info.ID); w != 0 {
+		t.Fatalf("a sees window %d, though b could not store its lesson", w)
+	}
+	a.limits.learn(ctx, a, info, protocol.Overflow{Tokens: 40_000, Limit: 20_000}, 36_000) // lesson 1
+	wa := a.limits.window(ctx, a, info.ID)
+	if wa == 0 || wa == wb {
+		t.Fatalf("a learned window %d (b's %d)", wa, wb)
+	}
+	clk.Advance(limitRefresh)
+	if w := b.limits.window(ctx, b, info.ID); w != wa {
+		t.Errorf("after limitRefresh b uses window %d, want a's stored lesson %d", w, wa)
 	}
 }

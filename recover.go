@@ -155,8 +155,10 @@ func (l *learnedLimits) learn(ctx context.Context, g *Guard, info model.Info, o 
 	}
 	b, stored, err := g.store.PutIfAbsent(ctx, limitKey(info.ID, le.n+1), strconv.AppendInt(nil, int64(w), 10))
 	if err != nil {
+		// This process uses it anyway; the lesson's number stays free,
+		// so a lesson another instance stores under it is still read.
 		g.log.Warn("storing a learned model limit", "model", info.ID, "err", err)
-		le.n, le.window = le.n+1, w // this process uses it anyway
+		le.window = w
 		l.m[key] = le
 		return
 	}
