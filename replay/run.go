@@ -358,6 +358,8 @@ func sessionStream(s *transcript.Session, opt transcript.BuildOptions) ([]Reques
 		req := Request{Body: r.Body, Reset: r.Reset, Model: r.Model}
 		if r.Message >= 0 {
 			req.Answer = s.AppendJSON(nil, r.Message)
+		} else if s.Codex != nil {
+			req.Answer = codexAnswer(s.Codex, r.Index)
 		}
 		out = append(out, req)
 		usage = append(usage, r.Usage)
