@@ -39,17 +39,40 @@ func TestDamagedImages(t *testing.T) {
 	}
 }
 
-// TestDamagedImageHead: damage in the header hides the dimensions; the
-// block's media type still says it is an image, billed from its size.
+// TestDamagedImageHead: damage in the header: the block's media type
+// still says it is an image, its dimensions are found past the damage
+// when they survived it, and it is billed from its size when they did
+// not.
 func TestDamagedImageHead(t *testing.T) {
-	b64 := imagetest.HeadMarker(imagetest.Screenshot(t))
-	size := min(max(len(b64)/4*3/imageBytesPerToken, imageMinTokens), ImageMaxPixels/imagePixelsPer)
-	for _, req := range imagetest.Requests {
-		t.Run(req.Name, func(t *testing.T) {
-			if got, want := Estimate(req.Body(b64)), Estimate(req.Body(""))+size; got != want {
-				t.Errorf("estimate %d, want %d (%d for the image from its size)", got, want, size)
-			}
-		})
+	jpeg := imagetest.Screenshot(t)
+	png := base64.StdEncoding.EncodeToString(pngData(t, 900, 700))
+	// A camera's file: an EXIF segment holding a 160 x 120 thumbnail
+	// (its own frame header) before the image's frame.
+	raw, _ := base64.StdEncoding.DecodeString(jpeg)
+	exif := append([]byte("Exif\x00\x00"), jpegData(t, 160, 120, 0)...)
+	app1 := append([]byte{0xFF, 0xE1, byte((len(exif) + 2) >> 8), byte(len(exif) + 2)}, exif...)
+	camera := base64.StdEncoding.EncodeToString(append(append(append([]byte{}, raw[:2]...), app1...), raw[2:]...))
+	fromSize := func(b64 string) int {
+		return min(max(len(b64)/4*3/imageBytesPerToken, imageMinTokens), ImageMaxPixels/imagePixelsPer)
+	}
+	for _, tc := range []struct {
+		name, b64 string
+		want      int
+	}{
+		{"JPEG, marker in its first bytes", imagetest.HeadMarker(jpeg), ImageTokens(imagetest.ScreenshotWidth, imagetest.ScreenshotHeight)},
+		{"JPEG with a thumbnail, marker in its first bytes", imagetest.HeadMarker(camera), ImageTokens(imagetest.ScreenshotWidth, imagetest.ScreenshotHeight)},
+		{"JPEG, frame header lost", jpeg[:8] + "[REDACTED]" + jpeg[800:], fromSize(jpeg[:8] + "[REDACTED]" + jpeg[800:])},
+		{"JPEG, stray characters in its first bytes", jpeg[:5] + " " + jpeg[5:9] + "*" + jpeg[9:], ImageTokens(imagetest.ScreenshotWidth, imagetest.ScreenshotHeight)},
+		{"PNG, marker in its signature", png[:4] + "[REDACTED]" + png[8:], ImageTokens(900, 700)},
+		{"PNG, IHDR lost", imagetest.HeadMarker(png), fromSize(imagetest.HeadMarker(png))},
+	} {
+		for _, req := range imagetest.Requests {
+			t.Run(tc.name+"/"+req.Name, func(t *testing.T) {
+				if got, want := Estimate(req.Body(tc.b64)), Estimate(req.Body(""))+tc.want; got != want {
+					t.Errorf("estimate %d, want %d (%d for the image)", got, want, tc.want)
+				}
+			})
+		}
 	}
 }
 

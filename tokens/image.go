@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
 	"math"
 	"unsafe"
@@ -117,6 +118,11 @@ func payloadTokens(b64 []byte, stated kind) (int, bool) {
 	}
 	if w, hh, ok := dimensions(k, b64, h[:n]); ok && w > 0 && hh > 0 {
 		return ImageTokens(w, hh), true
+	}
+	if k == kindJPEG || k == kindPNG || k == kindImage {
+		if w, hh, ok := frameSize(b64); ok {
+			return ImageTokens(w, hh), true
+		}
 	}
 	return min(max(size/imageBytesPerToken, imageMinTokens), ImageMaxPixels/imagePixelsPer), true
 }
@@ -386,6 +392,74 @@ func jpegSize(b64 []byte) (int, int, bool) {
 		pos += 2 + int(binary.BigEndian.Uint16(seg[2:]))
 	}
 	return 0, 0, false
+}
+
+// frameReach is how much of damaged image data frameSize searches: a
+// JPEG's frame header follows its EXIF segment, at most 64 KB.
+const frameReach = 96 << 10
+
+// frameSize finds the dimensions of image data whose header could not be
+// read in place (damage in it shifted or broke what follows): every run of
+// base64 alphabet in the data's first frameReach bytes is decoded at each
+// of the 4 alignments a lost or added character may have left, and
+// searched for a JPEG frame header (SOFn with 1, 3 or 4 components of 8 or
+// 12 bits) or a PNG IHDR chunk. The largest frame found wins: a camera's
+// thumbnail comes before the image's own frame.
+func frameSize(b64 []byte) (w, h int, ok bool) {
+	const stride, overlap = 4096, 24 // characters: 3,072 bytes, and the 18 a header may cross into the next stride
+	b64 = b64[:min(len(b64), frameReach)]
+	var buf [(stride + overlap) / 4 * 3]byte
+	for i := 0; i < len(b64); {
+		j := i
+		for j < len(b64) && b64Value[b64[j]] < 0x40 {
+			j++
+		}
+		for phase := 0; phase < 4 && i+phase+16 <= j; phase++ {
+			for s := i + phase; s+16 <= j; s += stride {
+				chunk := b64[s:min(j, s+stride+overlap)]
+				n, _ := base64.StdEncoding.Decode(buf[:], chunk[:len(chunk)/4*4])
+				if fw, fh, found := frameIn(buf[:n]); found && fw*fh > w*h {
+					w, h, ok = fw, fh, true
+				}
+			}
+		}
+		i = j + 1
+	}
+	return w, h, ok
+}
+
+// frameIn finds a JPEG frame header or a PNG IHDR chunk in decoded bytes
+// and returns the largest size one of them states.
+func frameIn(b []byte) (w, h int, ok bool) {
+	for i := 0; i+10 <= len(b); i++ {
+		k := bytes.IndexByte(b[i:len(b)-9], 0xFF)
+		if k < 0 {
+			break
+		}
+		i += k
+		m, n := b[i+1], int(b[i+9])
+		if m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC && b[i+2] == 0 &&
+			(n == 1 || n == 3 || n == 4) && int(b[i+3]) == 8+3*n && (b[i+4] == 8 || b[i+4] == 12) {
+			fh, fw := int(binary.BigEndian.Uint16(b[i+5:])), int(binary.BigEndian.Uint16(b[i+7:]))
+			if fw > 0 && fh > 0 && fw*fh > w*h {
+				w, h, ok = fw, fh, true
+			}
+		}
+	}
+	for i := 0; ; i++ {
+		k := bytes.Index(b[i:], []byte("IHDR"))
+		if k < 0 || i+k+14 > len(b) {
+			break
+		}
+		i += k
+		fw, fh := int(binary.BigEndian.Uint32(b[i+4:])), int(binary.BigEndian.Uint32(b[i+8:]))
+		depth, colour := b[i+12], b[i+13]
+		valid := depth > 0 && depth <= 16 && depth&(depth-1) == 0 && colour <= 6 && colour != 1 && colour != 5
+		if valid && fw > 0 && fh > 0 && fw < 1<<20 && fh < 1<<20 && fw*fh > w*h {
+			w, h, ok = fw, fh, true
+		}
+	}
+	return w, h, ok
 }
 
 // decodeAt decodes len(dst) bytes of the standard base64 stream b64 from

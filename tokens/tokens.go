@@ -37,8 +37,8 @@
 // "media_type" is one (Anthropic's image and document sources), or starts
 // with a PNG, JPEG, GIF, WebP or PDF header, its whole data is an image,
 // billed by its pixel size (ImageTokens, about width*height/750 after the
-// API's downscaling; from the data's length when the header cannot be
-// read), or a PDF, estimated from its size. That holds when the data does
+// API's downscaling; from the data's length when no frame header can be
+// found), or a PDF, estimated from its size. That holds when the data does
 // not decode (a transcript's copy with a secret scrubber's marker in it, a
 // bad length, stray characters; see imageData). Any other run (redacted
 // thinking, base64 in a tool result) counts as text. Everything is one

@@ -147,6 +147,7 @@ var Damages = []Damage{
 	}},
 }
 
-// HeadMarker is the damage that makes the header unreadable: a marker in
-// place of 12 characters near the start of the data.
+// HeadMarker is the damage that breaks the header: a marker in place of
+// characters 8 to 19 of the data, where a JPEG's or PNG's first bytes are
+// (the frame header or IHDR chunk follows it).
 func HeadMarker(s string) string { return s[:8] + "[REDACTED]" + s[20:] }
