@@ -158,6 +158,11 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	for _, cmd := range c.Reads.Commands {
+		if cmd == "" || strings.TrimSpace(cmd) != cmd {
+			errs = append(errs, fmt.Errorf("reads.commands: %q is empty or has surrounding space", cmd))
+		}
+	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
 }
