@@ -117,15 +117,16 @@ func (p *planner) size(n, c, t int) int {
 func (p *planner) run(msgs []msgCost, lim limits) plan {
 	var pl plan
 	n := len(msgs)
-	var kept []int            // the reads the latest event kept
-	keptSaved := 0            // what clearing them would save
-	nr := 0                   // reads in messages before at
-	next := nextSame(p.reads) // for hold
-	j := -1                   // newest assistant index whose suffix satisfies the keep rule
-	lastA := -1               // last assistant index below the current boundary
-	seen := 0                 // first message not yet seen
-	var asst []int            // assistant indexes seen, in order
-	ai := 0                   // index into asst of j
+	var kept []int             // the reads the latest event kept
+	keptSaved := 0             // what clearing them would save
+	nr := 0                    // reads in messages before at
+	later := nextSame(p.reads) // for hold
+	var held, scratch []int    // candidate kept sets
+	j := -1                    // newest assistant index whose suffix satisfies the keep rule
+	lastA := -1                // last assistant index below the current boundary
+	next := 0                  // first message not yet seen
+	var asst []int             // assistant indexes seen, in order
+	ai := 0                    // index into asst of j
 	for at := 1; at <= n; at++ {
 		// A request ended before every assistant message. The current
 		// request counts too unless it ends with an assistant message (a
@@ -135,10 +136,10 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 		if at < n && !msgs[at].assistant || at == n && msgs[n-1].assistant {
 			continue
 		}
-		for ; seen < at; seen++ {
-			if msgs[seen].assistant {
-				asst = append(asst, seen)
-				lastA = seen
+		for ; next < at; next++ {
+			if msgs[next].assistant {
+				asst = append(asst, next)
+				lastA = next
 			}
 		}
 		// Advance j to the newest assistant index whose suffix [j, at)
@@ -194,18 +195,26 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 			e := event{at: at, clearTo: c, thinkTo: t, freed: freed, before: cur, after: after}
 			return e, freed >= lim.clearAtLeast && freed > 0 && paysBack(freed, rewritten, len(asst), lim)
 		}
-		keep := p.hold(nr, c, pl.clearTo, kept, lim.readTokens, next)
+		held = p.hold(held[:0], nr, c, pl.clearTo, kept, lim.readTokens, later)
+		keep := held
 		e, ok := try(keep)
-		for !ok {
-			// Keep the oldest read the rule lets go, and try again.
-			i, drops := firstMissing(kept, keep)
-			if !drops {
-				break
+		if !ok {
+			// Keep the oldest reads the rule lets go, one more at a
+			// time, until the event repays or keeps them all.
+			lets := 0
+			for _, i := range kept {
+				if _, in := slices.BinarySearch(keep, i); !in {
+					lets++
+				}
 			}
-			keep = union(keep, []int{i})
-			e, ok = try(keep)
+			for k := 1; !ok && k <= lets; k++ {
+				scratch = restore(scratch[:0], held, kept, k)
+				keep = scratch
+				e, ok = try(keep)
+			}
 		}
 		if ok {
+			keep = slices.Clone(keep) // held and scratch are reused
 			pl.events = append(pl.events, e)
 			pl.kept = append(pl.kept, keep)
 			pl.clearTo, pl.thinkTo = c, t
@@ -215,9 +224,10 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 	return pl
 }
 
-// hold returns the reads an event keeps (indexes into p.reads, ascending)
-// when, at the request holding the first nr reads, it moves the clear
-// boundary from clearTo to c; kept are those the previous event kept.
+// hold appends to out the reads an event keeps (indexes into p.reads,
+// ascending) when, at the request holding the first nr reads, it moves
+// the clear boundary from clearTo to c; kept are those the previous event
+// kept.
 //
 // The rule: walking from the newest read back, a read that a newer one
 // with the same key supersedes (the same call again: its answer is the
@@ -231,12 +241,11 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 //
 // next[i] is the index of the next read with read i's key (len(p.reads)
 // if none): read i is superseded in the request when next[i] < nr.
-func (p *planner) hold(nr, c, clearTo int, kept []int, budget int, next []int) []int {
+func (p *planner) hold(out []int, nr, c, clearTo int, kept []int, budget int, next []int) []int {
 	if budget <= 0 || nr == 0 {
-		return nil
+		return out
 	}
-	var out []int
-	used := 0
+	start, used := len(out), 0
 	// The reads still sent, newest first: those at or past clearTo, then
 	// the kept ones.
 	i, k := nr-1, len(kept)-1
@@ -251,14 +260,14 @@ func (p *planner) hold(nr, c, clearTo int, kept []int, budget int, next []int) [
 		case k >= 0:
 			r, k = kept[k], k-1
 		default:
-			slices.Reverse(out)
+			slices.Reverse(out[start:])
 			return out
 		}
 		if next[r] < nr {
 			continue // superseded
 		}
 		if used += p.reads[r].tok; used > budget {
-			slices.Reverse(out)
+			slices.Reverse(out[start:])
 			return out
 		}
 		if p.reads[r].msg < c {
@@ -293,20 +302,22 @@ func firstMissing(a, b []int) (int, bool) {
 	return 0, false
 }
 
-// union returns the elements of a and b (each ascending), ascending, once.
-func union(a, b []int) []int {
-	out := make([]int, 0, len(a)+len(b))
-	for len(a) > 0 || len(b) > 0 {
+// restore appends to dst the reads of keep (ascending) and the oldest k
+// reads of kept (ascending) that keep lacks, ascending, once.
+func restore(dst, keep, kept []int, k int) []int {
+	for len(keep) > 0 || len(kept) > 0 {
 		switch {
-		case len(b) == 0 || len(a) > 0 && a[0] < b[0]:
-			out, a = append(out, a[0]), a[1:]
-		case len(a) == 0 || b[0] < a[0]:
-			out, b = append(out, b[0]), b[1:]
+		case len(kept) == 0 || len(keep) > 0 && keep[0] < kept[0]:
+			dst, keep = append(dst, keep[0]), keep[1:]
+		case len(keep) > 0 && keep[0] == kept[0]:
+			dst, keep, kept = append(dst, keep[0]), keep[1:], kept[1:]
+		case k > 0:
+			dst, kept, k = append(dst, kept[0]), kept[1:], k-1
 		default:
-			out, a, b = append(out, a[0]), a[1:], b[1:]
+			kept = kept[1:]
 		}
 	}
-	return out
+	return dst
 }
 
 // saved is what clearing the reads of kept in messages [from, to) saves.

@@ -258,7 +258,7 @@ func TestHold(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &planner{reads: reads(tc.keys)}
-			got := p.hold(tc.nr, tc.c, tc.clearTo, tc.kept, tc.budget, nextSame(p.reads[:tc.nr]))
+			got := p.hold(nil, tc.nr, tc.c, tc.clearTo, tc.kept, tc.budget, nextSame(p.reads[:tc.nr]))
 			if d := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); d != "" {
 				t.Errorf("kept (-want +got):\n%s", d)
 			}
@@ -385,5 +385,25 @@ func TestPlanReadsPayback(t *testing.T) {
 	}
 	if !over {
 		t.Error("no event kept reads over the budget: the test does not reach the case it is for")
+	}
+}
+
+func TestRestore(t *testing.T) {
+	for _, tc := range []struct {
+		keep, kept []int
+		k          int
+		want       []int
+	}{
+		{nil, nil, 3, nil},
+		{[]int{4, 7}, []int{1, 2, 4}, 0, []int{4, 7}},
+		{[]int{4, 7}, []int{1, 2, 4}, 1, []int{1, 4, 7}},
+		{[]int{4, 7}, []int{1, 2, 4}, 2, []int{1, 2, 4, 7}},
+		{[]int{4, 7}, []int{1, 2, 4}, 9, []int{1, 2, 4, 7}},
+		{[]int{1}, []int{1, 5, 6}, 1, []int{1, 5}},
+		{nil, []int{3, 8}, 1, []int{3}},
+	} {
+		if got := restore(nil, tc.keep, tc.kept, tc.k); !slices.Equal(got, tc.want) {
+			t.Errorf("restore(%v, %v, %d) = %v, want %v", tc.keep, tc.kept, tc.k, got, tc.want)
+		}
 	}
 }
