@@ -31,6 +31,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/dashboard"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
@@ -83,7 +84,8 @@ type Guard struct {
 	recent   *recent
 
 	localOnce sync.Once
-	localMux  http.Handler // the local endpoints (Local)
+	localMux  http.Handler                        // the local endpoints (Local)
+	dash      atomic.Pointer[dashboard.Dashboard] // the dashboard, once Local mounted it
 }
 
 // outBufs holds buffers for rewritten bodies.

@@ -171,6 +171,52 @@ func TestClientCompactionRecord(t *testing.T) {
 	}
 }
 
+// TestDashboardTodayRestart: the dashboard's totals of today go through
+// the Guard's store: a Guard started again on the same data directory
+// shows them.
+func TestDashboardTodayRestart(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.DataDir = t.TempDir()
+	overview := func(g *Guard) (o struct {
+		Today struct {
+			Requests int `json:"requests"`
+			Saved    int `json:"tokens_saved"`
+		} `json:"today"`
+	}) {
+		r := httptest.NewRequest("GET", "/ctxguard/api/overview", nil)
+		r.RemoteAddr, r.Host = "127.0.0.1:1", "127.0.0.1"
+		w := httptest.NewRecorder()
+		g.Local().ServeHTTP(w, r)
+		if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &o) != nil {
+			t.Fatalf("overview: %d %s", w.Code, w.Body)
+		}
+		return o
+	}
+	g, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Local() // the dashboard observes from now on
+	for range 3 {
+		g.RewriteBody(context.Background(), anthropic.Protocol, nil, bigResult())
+	}
+	before := overview(g)
+	if before.Today.Requests != 3 || before.Today.Saved <= 0 {
+		t.Fatalf("today %+v", before.Today)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	if after := overview(g); after.Today != before.Today {
+		t.Errorf("after a restart today is %+v, was %+v", after.Today, before.Today)
+	}
+}
+
 // TestLogAddedAndWould: the exchange's log line tells what was added on
 // purpose and, in a dry run, what would have been sent.
 func TestLogAddedAndWould(t *testing.T) {
