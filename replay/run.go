@@ -157,6 +157,7 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 					small = c.SmallModel(res.Model.ID)
 				}
 				out.Summary = &SummaryCall{Model: small, In: rec.InputTokens, Out: rec.OutputTokens}
+				out.Compaction = &Compaction{Text: rec.Text, Messages: rec.Messages}
 			}
 			if res.Err != nil || !staged || len(passes) == 0 || len(res.Passes) != len(passes) {
 				return out, nil
