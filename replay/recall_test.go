@@ -446,3 +446,47 @@ func TestMeasureSummaryRecall(t *testing.T) {
 		t.Errorf("totals %v", tot.Recall)
 	}
 }
+
+// Whatever the text, extraction neither fails nor loops, and a summary
+// that lists every fact word for word, one per line, recalls all of them.
+func FuzzSpanFacts(f *testing.F) {
+	for _, s := range []string{
+		"fix the `login` bug in ./src/app.go",
+		"Exit code 1\n\r - \rerror: it's C:\\Users\\me\\x.log",
+		"## Plan\n```go\nfoo_bar := os.Getenv(\"X\")\n```\n**camelCase** and e.g. and/or",
+		"The user doesn't want to proceed with this tool use. To tell you how to proceed, the user said:\n\n  stop  ",
+		"<tool_use_error>File does not exist.</tool_use_error>",
+		`{"output":"rg: x: No such file\n","metadata":{"exit_code":2}}`,
+		"*** Begin Patch\n*** Update File: a.go\n*** End Patch",
+		"``` `` ` ```` x",
+		"\xff\xfe invalid utf-8 `\xff`",
+	} {
+		f.Add(s, true)
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, text string, isError bool) {
+		input, _ := json.Marshal(map[string]string{"command": text, "file_path": text, "pattern": text})
+		msgs := concat(
+			[]string{userText(text)},
+			call("t1", "Bash", string(input), text, isError),
+			call("t2", "Read", string(input), text, isError),
+			call("t3", "Grep", string(input), text, isError),
+			[]string{`{"role":"assistant","content":[{"type":"text","text":` + q(text) + `}]}`, userText("next")},
+		)
+		c, err := anthropic.Parse(body(msgs...))
+		if err != nil {
+			t.Skip() // text that is not valid UTF-8 may not survive JSON
+		}
+		facts := SpanFacts(c, 0, len(c.Messages))
+		var all []string
+		for _, f := range facts {
+			all = append(all, f.Text)
+		}
+		r, missed := RecallOf(facts, strings.Join(all, "\n"))
+		for k, n := range r {
+			if n.Found != n.Total {
+				t.Errorf("%s: %d of %d found in a summary listing them all; missed %q", FactKind(k), n.Found, n.Total, missed[k])
+			}
+		}
+	})
+}

@@ -599,16 +599,17 @@ func writeKeeps(b *strings.Builder, t Summary, rows []*SessionReport) {
 			fmt.Fprintf(b, "  %s, %s: %s\n", s.Name, plural(len(s.SummaryRecall), "compaction"), recallLine(*s.Recall))
 		}
 	}
+	// A fact a summary missed is usually missed by the session's later
+	// summaries too: each is listed once, where it was missed first.
 	for k := range numFactKinds {
-		n := 0
+		seen := map[string]bool{}
 		for _, s := range rows {
 			for _, sr := range s.SummaryRecall {
 				for _, m := range sr.Missed[k] {
-					if n == MaxMissedExamples {
-						break
+					if len(seen) < MaxMissedExamples && !seen[m] {
+						seen[m] = true
+						fmt.Fprintf(b, "  missed %s: %s request %d: %q\n", factKinds[k].short, s.Name, sr.Request, m)
 					}
-					fmt.Fprintf(b, "  missed %s: %s request %d: %q\n", factKinds[k].short, s.Name, sr.Request, m)
-					n++
 				}
 			}
 		}
