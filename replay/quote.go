@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"regexp"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/transcript"
 )
 
 // Quote retention (BRIEF "How savings are measured"): where an answer
@@ -316,6 +318,60 @@ func answerTexts(msg []byte) []string {
 		}
 	}
 	return out
+}
+
+// codexAnswer writes the output items of a Codex turn as the assistant
+// message answerTexts reads: every part of its messages (their "text"),
+// every reasoning summary as "thinking", and every tool call's arguments,
+// free-form input or shell action as "input". Items it cannot read are
+// left out; a turn with nothing readable is an empty message (an answer
+// all the same, so that quote retention follows the history).
+func codexAnswer(items []transcript.CodexItem) []byte {
+	parts := []json.RawMessage{}
+	add := func(key string, v any) {
+		if b, err := json.Marshal(map[string]any{key: v}); err == nil {
+			parts = append(parts, b)
+		}
+	}
+	for _, it := range items {
+		var x struct {
+			Content   []json.RawMessage       `json:"content"`
+			Summary   []struct{ Text string } `json:"summary"`
+			Arguments string                  `json:"arguments"`
+			Input     json.RawMessage         `json:"input"`
+			Action    json.RawMessage         `json:"action"`
+		}
+		if json.Unmarshal(it.Raw, &x) != nil {
+			continue
+		}
+		switch it.Type {
+		case "message":
+			parts = append(parts, x.Content...)
+		case "reasoning":
+			for _, s := range x.Summary {
+				add("thinking", s.Text)
+			}
+		case "function_call":
+			if json.Valid([]byte(x.Arguments)) {
+				add("input", json.RawMessage(x.Arguments))
+			} else {
+				add("input", x.Arguments)
+			}
+		case "custom_tool_call":
+			if len(x.Input) > 0 {
+				add("input", x.Input)
+			}
+		case "local_shell_call":
+			if len(x.Action) > 0 {
+				add("input", x.Action)
+			}
+		}
+	}
+	b, err := json.Marshal(map[string]any{"role": "assistant", "content": parts})
+	if err != nil {
+		return []byte(`{"role":"assistant","content":[]}`)
+	}
+	return b
 }
 
 // decodedStrings appends every JSON string in b (keys included), decoded,

@@ -11,6 +11,8 @@ import (
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/transcript"
+	"github.com/google/go-cmp/cmp"
 )
 
 // A tool result as Claude Code's Read returns it (line numbers and →),
@@ -262,5 +264,29 @@ func TestQuoteHelpers(t *testing.T) {
 	}
 	if got := clip("héllo world", 2); got != "h…" {
 		t.Errorf("clip = %q", got)
+	}
+}
+
+// A Codex turn's output items read as one assistant message: message
+// text, reasoning summaries, tool arguments and patches.
+func TestCodexAnswer(t *testing.T) {
+	items := []transcript.CodexItem{
+		{Type: "reasoning", Raw: []byte(`{"type":"reasoning","summary":[{"type":"summary_text","text":"**Planning**"}],"encrypted_content":"gAAA"}`)},
+		{Type: "message", Raw: []byte(`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Line one"}]}`)},
+		{Type: "function_call", Raw: []byte(`{"type":"function_call","name":"shell","arguments":"{\"command\":[\"bash\",\"-lc\",\"cat a\"]}","call_id":"c1"}`)},
+		{Type: "custom_tool_call", Raw: []byte(`{"type":"custom_tool_call","name":"apply_patch","input":"*** Begin Patch\n context line\n","call_id":"c2"}`)},
+		{Type: "web_search_call", Raw: []byte(`{"type":"web_search_call","status":"completed"}`)},
+		{Type: "message", Raw: []byte(`not json`)},
+	}
+	got := answerTexts(codexAnswer(items))
+	want := []string{"**Planning**", "Line one", "command\nbash\n-lc\ncat a\n", "*** Begin Patch\n context line\n\n"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("answer texts (-want +got):\n%s", diff)
+	}
+	if got := answerTexts(codexAnswer(nil)); len(got) != 0 {
+		t.Errorf("empty turn: %q", got)
+	}
+	if codexAnswer(nil) == nil {
+		t.Error("an empty turn is no answer: quote retention would miss its history's restart")
 	}
 }

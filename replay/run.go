@@ -357,8 +357,12 @@ func sessionStream(s *transcript.Session, opt transcript.BuildOptions) ([]Reques
 			return nil, nil, err
 		}
 		req := Request{Body: r.Body, Reset: r.Reset, Model: r.Model}
-		if r.Message >= 0 {
+		switch {
+		case r.Message >= 0:
 			req.Answer = s.AppendJSON(nil, r.Message)
+		case s.Codex != nil && r.Index < len(s.Codex.Turns):
+			t := s.Codex.Turns[r.Index]
+			req.Answer = codexAnswer(s.Codex.Items[t.End:t.Out])
 		}
 		out = append(out, req)
 		usage = append(usage, r.Usage)
