@@ -314,6 +314,9 @@ func normFact(s string) string {
 			continue
 		case r == '\\':
 			if !slash {
+				if space && b.Len() > 0 {
+					b.WriteByte(' ')
+				}
 				b.WriteByte('/')
 			}
 			slash, space = true, false

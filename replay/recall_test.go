@@ -365,6 +365,7 @@ func TestNormFact(t *testing.T) {
 		"it’s “typographic”":            "its typographic",
 		`C:\\Users\\me`:                 "c:/users/me",
 		`a\b`:                           "a/b",
+		`cd \\srv\share`:                "cd /srv/share",
 		"":                              "",
 	} {
 		if got := normFact(in); got != want {
