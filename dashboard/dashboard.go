@@ -161,7 +161,9 @@ type Totals struct {
 	// unreadable, or refused before ctxguard read them.
 	Unlisted int `json:"unlisted"`
 	// DryRun counts the requests of a dry run (nothing was changed).
-	DryRun      int `json:"dry_run"`
+	DryRun int `json:"dry_run"`
+	// Events and Compactions count the edit events and compactions sent
+	// (a dry run's would-be ones are not).
 	Events      int `json:"events"`
 	Compactions int `json:"compactions"`
 	Stubs       int `json:"stubs"`
@@ -196,10 +198,10 @@ func (t *Totals) add(p *Point) {
 	if p.DryRun {
 		t.DryRun++
 	}
-	if p.Event {
+	if p.Event && !p.DryRun { // a dry run's would be: its chart shows them
 		t.Events++
 	}
-	if p.Compaction {
+	if p.Compaction && !p.DryRun {
 		t.Compactions++
 	}
 	t.Stubs += p.Stubs

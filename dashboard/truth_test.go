@@ -81,6 +81,7 @@ func TestDryRunTotals(t *testing.T) {
 	d := New(Options{Now: newClock(at(10, 0)).Now, Prices: prices})
 	x := ex("anthropic:h:d", 8000, 8000)
 	x.Outcome, x.Skipped, x.WouldSend, x.WouldAdd = record.Unchanged, record.SkipDryRun, 3017, 17
+	x.Event = true // would have been: nothing changed upstream
 	feed(d, x)
 	o := d.Overview()
 	want := Totals{Requests: 1, DryRun: 1, Before: 8000, After: 8000, WouldSave: 5000, WouldSaveUSD: 5000 * 0.5 / 1e6}

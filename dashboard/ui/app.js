@@ -186,7 +186,7 @@ async function sessionPage() {
   chart.src = "/ctxguard/api/session/" + encodeURIComponent(key) + "/chart.svg?theme=" + effectiveTheme() + "&seq=" + s.last_seq;
   const rows = v.points.slice().reverse().map(p => {
     const sent = p.dry_run && p.would_send ? p.would_send : p.tokens_after;
-    const saved = p.dry_run ? p.tokens_would_save : p.tokens_saved;
+    const saved = (p.dry_run ? p.tokens_would_save : p.tokens_saved) || 0;
     return el("tr", { "data-seq": p.seq, "data-n": p.n, class: p.event ? "event" : "" },
       el("td", { class: "num", title: "request " + p.seq + " since start" }, p.detail ? el("a", { href: requestHref(p.seq) }, "#" + p.n) : "#" + p.n),
       el("td", {}, clock(p.time)),
@@ -230,7 +230,7 @@ async function requestPage() {
   const seq = new URLSearchParams(location.search).get("seq") || "";
   const r = await get("/ctxguard/api/request/" + encodeURIComponent(seq));
   document.title = "ctxguard · request " + r.seq;
-  const saved = r.dry_run ? r.tokens_would_save : r.tokens_saved;
+  const saved = (r.dry_run ? r.tokens_would_save : r.tokens_saved) || 0;
   const after = r.dry_run && r.would_send ? r.would_send : r.tokens_after;
   const facts = el("dl", { class: "facts" });
   const fact = (k, ...v) => facts.append(el("dt", {}, k), el("dd", {}, ...v));
