@@ -105,7 +105,7 @@ func TestDashboard(t *testing.T) {
 	}
 
 	ctx := browser(t, chromium)
-	var texts []string // every page's HTML and text, for the key check
+	var texts, shown []string // the API's answers, the chart; every page's HTML and text
 
 	// 1. The overview lists the session with the proxy's figures.
 	run(t, ctx, "open the overview", chromedp.Navigate(base+"/ctxguard/"), loaded())
@@ -150,7 +150,7 @@ func TestDashboard(t *testing.T) {
 	if v := cards["tokens_saved"][0]; strings.HasPrefix(v, "-") || strings.HasPrefix(v, "−") || v == "0" {
 		t.Errorf("tokens saved card %q, want the clearing's saving", v)
 	}
-	texts = append(texts, page(t, ctx))
+	shown = append(shown, page(t, ctx))
 	shots(t, ctx, artifacts, "overview")
 
 	// 2. The session page: the chart marks the event at its request.
@@ -193,7 +193,8 @@ func TestDashboard(t *testing.T) {
 	if want := []int{1, 2, 3, 4, 5, 6, 7}; !slices.Equal(ns, want) {
 		t.Errorf("rows numbered %v, want %v", ns, want)
 	}
-	texts = append(texts, page(t, ctx), svg)
+	shown = append(shown, page(t, ctx))
+	texts = append(texts, svg)
 	shots(t, ctx, artifacts, "session")
 
 	// 3. The event request's page: the stubs with their blobs.
@@ -221,21 +222,27 @@ func TestDashboard(t *testing.T) {
 	if !slices.Equal(ids, wantBlobs) {
 		t.Errorf("request page shows blobs %v; the body sent names %v", ids, wantBlobs)
 	}
-	texts = append(texts, page(t, ctx))
+	shown = append(shown, page(t, ctx))
 	shots(t, ctx, artifacts, "request")
 
 	// 4. The configuration page.
 	run(t, ctx, "open the configuration", chromedp.Navigate(base+"/ctxguard/config"), loaded(), chromedp.WaitVisible(chromedp.CSS(`#yaml`)))
-	texts = append(texts, page(t, ctx))
+	shown = append(shown, page(t, ctx))
 	shots(t, ctx, artifacts, "config")
 
 	// 5. The client's credentials are nowhere.
+	texts = append(texts, shown...)
 	for _, p := range []string{"/ctxguard/api/overview", "/ctxguard/api/session/" + sessionKey, "/ctxguard/api/request/" + strconv.FormatUint(seq, 10), "/ctxguard/api/config"} {
 		texts = append(texts, fetch(t, base+p, http.StatusOK))
 	}
 	for i, s := range texts {
 		if strings.Contains(s, apiKey) || strings.Contains(s, bearerToken) {
 			t.Errorf("text %d holds the client's credentials", i)
+		}
+	}
+	for i, s := range shown {
+		if strings.Contains(s, "NaN") || strings.Contains(s, "undefined") {
+			t.Errorf("page %d shows NaN or undefined", i)
 		}
 	}
 	t.Logf("screenshots in %s", artifacts)
