@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,8 +23,12 @@ import (
 
 // TestMain lets tests run the test binary as the ctxguard command
 // (CTXGUARD_TEST_MAIN=1), so that process-level behaviour is tested on the
-// real main without a separate build.
+// real main without a separate build; under a fake client's name it is
+// that client (fakeClient).
 func TestMain(m *testing.M) {
+	if slices.Contains(fakeClients, filepath.Base(os.Args[0])) {
+		os.Exit(fakeClient())
+	}
 	if os.Getenv("CTXGUARD_TEST_MAIN") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
