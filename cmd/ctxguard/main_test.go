@@ -70,6 +70,10 @@ func TestCommandLine(t *testing.T) {
 		{name: "config", args: []string{"config"}, code: 0, stdout: "idle: 5m0s"},
 		{name: "open to the network without a token", args: []string{"config", "--listen", "0.0.0.0:8787"}, code: 1, stderrOnce: "set auth_token"},
 		{name: "bad exit-with-parent", args: []string{"serve", "--exit-with-parent", "maybe"}, code: 2, stderrOnce: "must be true, false or auto"},
+		{name: "run -h", args: []string{"run", "-h"}, code: 0, stdout: "usage: ctxguard run [flags] [--] CLIENT [ARGS...]"},
+		{name: "run without a client", args: []string{"run", "--dry-run", "--"}, code: 2, stderrOnce: "name the client to start"},
+		{name: "run with a bad flag", args: []string{"run", "--bogus", "claude"}, code: 2, stderrOnce: "flag provided but not defined: -bogus"},
+		{name: "run with a bad config", args: []string{"run", "--listen", "0.0.0.0:8787", "claude"}, code: 1, stderrOnce: "set auth_token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(tc.args...)
