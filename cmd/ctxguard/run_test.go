@@ -54,6 +54,8 @@ var baseVars = []string{"ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GOOGLE_GEMINI_
 //	raise SIG  end by signal SIG (TERM, INT)
 //	signals    print "ready", then the name of each signal it gets; end
 //	           by SIGTERM
+//	until-quit print "ready", then the name of each SIGINT and SIGQUIT
+//	           it gets; exit 0 after SIGQUIT
 //	wait FILE  print "ready", wait (at most 2 minutes) until FILE exists,
 //	           then report
 func fakeClient() int {
@@ -86,6 +88,21 @@ func fakeClient() int {
 			select {
 			case s := <-c:
 				fmt.Println(s)
+			case <-timeout:
+				return 1
+			}
+		}
+	case "until-quit":
+		c := make(chan os.Signal, 8)
+		signal.Notify(c, syscall.SIGINT, syscall.SIGQUIT)
+		fmt.Println("ready")
+		for timeout := time.After(2 * time.Minute); ; {
+			select {
+			case s := <-c:
+				fmt.Println(s)
+				if s == syscall.SIGQUIT {
+					return 0
+				}
 			case <-timeout:
 				return 1
 			}
@@ -246,6 +263,12 @@ func (w *runWorld) start(t *testing.T, args ...string) *runProc {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w.startCmd(t, exec.Command(self, append([]string{"run"}, args...)...))
+}
+
+// startCmd starts cmd in w's environment, its output read by line.
+func (w *runWorld) startCmd(t *testing.T, cmd *exec.Cmd) *runProc {
+	t.Helper()
 	r, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -255,8 +278,8 @@ func (w *runWorld) start(t *testing.T, args ...string) *runProc {
 		t.Fatal(err)
 	}
 	defer errLog.Close()
-	p := &runProc{cmd: exec.Command(self, append([]string{"run"}, args...)...), lines: make(chan string, 64), errLog: errLog.Name(), done: make(chan struct{})}
-	p.cmd.Env = w.env
+	p := &runProc{cmd: cmd, lines: make(chan string, 64), errLog: errLog.Name(), done: make(chan struct{})}
+	p.cmd.Env = append(w.env, cmd.Env...)
 	p.cmd.Stdout, p.cmd.Stderr = pw, errLog
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -294,7 +317,9 @@ func (p *runProc) line(t *testing.T) string {
 	select {
 	case l, ok := <-p.lines:
 		if !ok {
-			t.Fatalf("ctxguard run's output ended; stderr:\n%s", p.stderr())
+			p.outMu.Lock()
+			defer p.outMu.Unlock()
+			t.Fatalf("the output ended:\n%s\nstderr:\n%s", p.out.String(), p.stderr())
 		}
 		return l
 	case <-time.After(time.Minute):
@@ -634,5 +659,51 @@ func TestRunForeignAddress(t *testing.T) {
 		t.Errorf("the other program: %v", err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// TestRunTerminal: on a terminal (script(1) gives run one), Ctrl-C and
+// Ctrl-\ reach the client, and run outlives them until the client exits
+// with its own status. (That run does not send them a second time is
+// decided by forward and foreground, tested in internal/launch: a client
+// cannot count them, since pending signals of one kind merge.)
+func TestRunTerminal(t *testing.T) {
+	script := testtool.Find(t, "CTXGUARD_SCRIPT", "util-linux's script, Debian package bsdutils", "script")
+	w := newRunWorld(t)
+	serve := startServe(t, writeConfig(t, w.dir), w.upstream)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(script, "-qec", fmt.Sprintf("exec '%s' run --listen %s -- fake-client until-quit", self, strings.TrimPrefix(serve.URL, "http://")), "/dev/null")
+	cmd.Env = []string{"SHELL=/bin/sh"}
+	keys, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := w.startCmd(t, cmd)
+	next := func(want string) {
+		t.Helper()
+		for {
+			l := p.line(t)
+			if strings.Contains(l, want) {
+				return
+			}
+			if strings.Contains(l, "interrupt") || strings.Contains(l, "quit") {
+				t.Fatalf("waiting for %q, got %q", want, l)
+			}
+		}
+	}
+	next("ready")
+	io.WriteString(keys, "\x03") // Ctrl-C
+	next("interrupt")
+	io.WriteString(keys, "\x1c") // Ctrl-\
+	next("quit")
+	code, out := p.wait(t)
+	if code != 0 {
+		t.Errorf("exit status %d, want the client's 0; output:\n%s", code, out)
+	}
+	if !strings.Contains(out, "ctxguard run: using the ctxguard on "+serve.URL) {
+		t.Errorf("run's line is missing:\n%s", out)
 	}
 }

@@ -5,6 +5,7 @@ package launch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -319,5 +320,38 @@ func TestRunClientNotFound(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("a ctxguard was started for a client that does not exist")
+	}
+}
+
+// TestMain lets TestForeground run this test binary to print foreground().
+func TestMain(m *testing.M) {
+	if os.Getenv("CTXGUARD_TEST_FOREGROUND") == "1" {
+		fmt.Println("foreground:", foreground())
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestForeground: a process on a terminal, in its foreground group (as
+// script(1) runs it), is in the foreground; one whose streams are pipes
+// and /dev/null is not.
+func TestForeground(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "CTXGUARD_TEST_FOREGROUND=1", "SHELL=/bin/sh")
+	piped := exec.Command(self)
+	piped.Env = env
+	out, err := piped.Output()
+	if err != nil || strings.TrimSpace(string(out)) != "foreground: false" {
+		t.Errorf("with pipes: %q, %v; want foreground: false", out, err)
+	}
+	script := testtool.Find(t, "CTXGUARD_SCRIPT", "util-linux's script, Debian package bsdutils", "script")
+	onTTY := exec.Command(script, "-qec", self, "/dev/null")
+	onTTY.Env = env
+	out, err = onTTY.Output()
+	if err != nil || !strings.Contains(string(out), "foreground: true") {
+		t.Errorf("on a terminal: %q, %v; want foreground: true", out, err)
 	}
 }
