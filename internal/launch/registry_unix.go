@@ -51,6 +51,9 @@ func (r registry) lock(ctx context.Context) (func(), error) {
 		select {
 		case <-ctx.Done():
 			f.Close()
+			if cause := context.Cause(ctx); !errors.Is(cause, context.DeadlineExceeded) {
+				return nil, cause
+			}
 			return nil, fmt.Errorf("another ctxguard run held %s for too long: %w", f.Name(), context.Cause(ctx))
 		case <-time.After(50 * time.Millisecond):
 		}

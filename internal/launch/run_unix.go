@@ -83,7 +83,29 @@ func Run(ctx context.Context, o Options) (int, error) {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	s, err := acquire(ctx, o, sigs)
+	// Until the client runs, a signal interrupts the start-up.
+	actx, cancel := context.WithCancelCause(ctx)
+	stopWatch, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case sig := <-sigs:
+			cancel(interrupted{sig})
+		case <-stopWatch:
+		}
+	}()
+	s, err := acquire(actx, o)
+	close(stopWatch)
+	<-watched
+	if err == nil {
+		if cause := context.Cause(actx); cause != nil { // a signal just after
+			if rerr := s.release(ctx, o); rerr != nil {
+				fmt.Fprintln(o.Stderr, "ctxguard run: "+rerr.Error())
+			}
+			err = cause
+		}
+	}
+	cancel(nil)
 	if err != nil {
 		var in interrupted
 		if errors.As(err, &in) {
@@ -166,8 +188,9 @@ func (s *server) describe(dashboard bool) string {
 	return b.String()
 }
 
-// acquire finds or starts the ctxguard for o (see Run).
-func acquire(ctx context.Context, o Options, sigs <-chan os.Signal) (*server, error) {
+// acquire finds or starts the ctxguard for o (see Run). Cancelling ctx
+// stops a ctxguard it is starting; the error is then ctx's cause.
+func acquire(ctx context.Context, o Options) (*server, error) {
 	addr := config.LocalAddr(o.Listen)
 	host, port, err := net.SplitHostPort(o.Listen)
 	if err != nil {
@@ -175,25 +198,32 @@ func acquire(ctx context.Context, o Options, sigs <-chan os.Signal) (*server, er
 	}
 	reg := &registry{dir: filepath.Join(o.StateDir, addrDir(addr))}
 	if port == "0" {
-		return startFree(ctx, o, sigs, reg, host, "")
+		return startFree(ctx, o, reg, host, "")
 	}
 	lctx, cancel := context.WithTimeout(ctx, o.Ready+o.Drain+stopMargin)
 	unlock, err := reg.lock(lctx)
 	cancel()
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("state folder: %w", err)
 	}
 	s, foreign, err := func() (*server, bool, error) {
 		defer unlock()
+		found, _ := Probe(ctx, addr)
+		if ctx.Err() != nil {
+			return nil, false, context.Cause(ctx)
+		}
 		var s *server
-		switch found, _ := Probe(ctx, addr); found {
+		switch found {
 		case Foreign:
 			return nil, true, nil
 		case Ctxguard:
 			s = &server{addr: addr, reg: reg}
 		case Nothing:
 			var err error
-			s, err = start(ctx, o, sigs, o.Listen, filepath.Join(reg.dir, "serve.log"))
+			s, err = start(ctx, o, o.Listen, filepath.Join(reg.dir, "serve.log"))
 			if err != nil {
 				return nil, false, err
 			}
@@ -214,13 +244,13 @@ func acquire(ctx context.Context, o Options, sigs <-chan os.Signal) (*server, er
 		return s, false, nil
 	}()
 	if foreign {
-		return startFree(ctx, o, sigs, reg, host, addr+" is taken by another program")
+		return startFree(ctx, o, reg, host, addr+" is taken by another program")
 	}
 	return s, err
 }
 
 // startFree starts a ctxguard on a free port of host for this run alone.
-func startFree(ctx context.Context, o Options, sigs <-chan os.Signal, reg *registry, host, note string) (*server, error) {
+func startFree(ctx context.Context, o Options, reg *registry, host, note string) (*server, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("no free port on %q: %w", host, err)
@@ -230,7 +260,7 @@ func startFree(ctx context.Context, o Options, sigs <-chan os.Signal, reg *regis
 	if err := os.MkdirAll(reg.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state folder: %w", err)
 	}
-	s, err := start(ctx, o, sigs, net.JoinHostPort(host, port), filepath.Join(reg.dir, "serve-"+port+".log"))
+	s, err := start(ctx, o, net.JoinHostPort(host, port), filepath.Join(reg.dir, "serve-"+port+".log"))
 	if err != nil {
 		return nil, err
 	}
@@ -239,8 +269,8 @@ func startFree(ctx context.Context, o Options, sigs <-chan os.Signal, reg *regis
 }
 
 // start runs "o.Exe serve" on listen, its output to logPath, and waits
-// until it answers (at most o.Ready).
-func start(ctx context.Context, o Options, sigs <-chan os.Signal, listen, logPath string) (*server, error) {
+// until it answers (at most o.Ready, and while ctx lasts).
+func start(ctx context.Context, o Options, listen, logPath string) (*server, error) {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		return nil, fmt.Errorf("state folder: %w", err)
 	}
@@ -280,12 +310,9 @@ func start(ctx context.Context, o Options, sigs <-chan os.Signal, listen, logPat
 		case <-deadline.C:
 			s.kill()
 			return nil, fmt.Errorf("ctxguard serve did not answer on %s within %v; the end of its log, %s:\n%s", s.addr, o.Ready, logPath, tail(logPath))
-		case sig := <-sigs:
-			s.kill()
-			return nil, interrupted{sig}
 		case <-ctx.Done():
 			s.kill()
-			return nil, ctx.Err()
+			return nil, context.Cause(ctx)
 		case <-tick.C:
 		}
 	}

@@ -309,6 +309,33 @@ func TestRunServeNeverAnswers(t *testing.T) {
 	}
 }
 
+// TestRunInterruptedStart: a signal while ctxguard starts stops it, and
+// Run ends with 128+n, the client never started.
+func TestRunInterruptedStart(t *testing.T) {
+	dir := t.TempDir()
+	pidFile, marker := filepath.Join(dir, "pid"), filepath.Join(dir, "client-ran")
+	// The stand-in sends SIGINT to its parent, this test process, where
+	// Run has it.
+	o := runOptions(t, fakeServe(t, `echo $$ > `+pidFile+`; kill -INT $PPID; exec sleep 120`), "sh", "-c", "touch "+marker)
+	code, err := Run(context.Background(), o)
+	var in interrupted
+	if code != 128+int(syscall.SIGINT) || !errors.As(err, &in) {
+		t.Fatalf("Run = %d, %v; want 130, interrupted", code, err)
+	}
+	b, _ := os.ReadFile(pidFile)
+	if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid <= 0 || !gone(pid) {
+		t.Errorf("the ctxguard being started (pid %d) still runs", pid)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the client ran")
+	}
+	r := registry{dir: filepath.Join(o.StateDir, addrDir(o.Listen))}
+	if n, _ := r.liveLeases(); n != 0 || r.owner() != 0 {
+		t.Errorf("after the interruption: %d leases, owner %d", n, r.owner())
+	}
+}
+
 // TestRunClientNotFound: a client that is not in PATH is status 127, and
 // no ctxguard is started for it.
 func TestRunClientNotFound(t *testing.T) {
