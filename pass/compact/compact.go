@@ -419,7 +419,7 @@ func (s *planState) plan(at int) (*compaction, error) {
 	}
 	// A tail too large to sit under swap with a summary gives up its
 	// protection, down to the newest turn.
-	for e < at-1 && s.base+s.lim.target+s.sizes.Size(at, e) > s.lim.swap {
+	for e < at-1 && s.base+s.lim.budget+s.sizes.Size(at, e) > s.lim.swap {
 		next := -1
 		for i := e + 1; i < at; i++ {
 			if msgs[i].Role == conversation.RoleAssistant {
@@ -434,7 +434,7 @@ func (s *planState) plan(at int) (*compaction, error) {
 	}
 	// The span must be worth a summary, and buy the session the growth
 	// from prepare to swap before the next one.
-	if s.sizes.Size(at, from)-s.sizes.Size(at, e) < max(2*s.lim.target/3, s.lim.swap-s.lim.prepare) {
+	if s.sizes.Size(at, from)-s.sizes.Size(at, e) < max(2*s.lim.budget/3, s.lim.swap-s.lim.prepare) {
 		return nil, nil
 	}
 	key, err := s.key(from, e)
@@ -536,7 +536,7 @@ func (s *planState) extractive() *record {
 	if err != nil {
 		in = &spanInput{from: s.first, to: s.pending.end}
 	}
-	text := Extract(c, in.from, in.to, in.prevSummary, s.lim.target)
+	text := Extract(c, in.from, in.to, in.prevSummary, s.lim.budget)
 	rec := s.p.newRecord(s.r.Context(), in, text, "", tokens.EstimateText(in.prevSummary)+tokens.Estimate(in.transcript), tokens.EstimateText(text))
 	rec.Extractive = true
 	return rec

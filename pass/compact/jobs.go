@@ -113,7 +113,7 @@ func (j *jobs) start(s *planState, env *pipeline.Env) *job {
 		Protocol:  env.Protocol,
 		Model:     s.r.Conv.Model,
 		Header:    env.Header.Clone(),
-		System:    systemPrompt(s.lim.target),
+		System:    systemPrompt(s.lim.budget),
 		Input:     userPrompt(in.prevSummary, s.r.Conv, in.from, in.to),
 		MaxTokens: s.lim.budget,
 	}
