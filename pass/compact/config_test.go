@@ -16,7 +16,6 @@ import (
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
-	"github.com/ctxguard/ctxguard/tokens"
 )
 
 func TestResolve(t *testing.T) {
@@ -178,8 +177,8 @@ func TestOneBudget(t *testing.T) {
 	defer p.Close()
 	s := &planState{p: p, r: &pipeline.Request{Conv: c}, lim: lim, now: &current{}, pending: &compaction{end: len(c.Messages) - 1, key: "compact/onebudget"}}
 	rec := s.extractive()
-	if n := tokens.EstimateText(rec.Summary); n > lim.budget || n < lim.budget*3/4 {
-		t.Errorf("the extractive summary of a long span takes %d tokens; the budget is %d", n, lim.budget)
+	if n := rec.Tokens; n > lim.budget || n < lim.budget*3/4 {
+		t.Errorf("the extractive summary message of a long span takes %d tokens; the budget is %d", n, lim.budget)
 	}
 	if s.p.jobs.start(s, &pipeline.Env{Protocol: "anthropic"}) == nil {
 		t.Fatal("no summary job started")
