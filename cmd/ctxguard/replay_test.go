@@ -33,6 +33,10 @@ type jsonReport struct {
 		CostRatio  float64 `json:"cost_ratio"`
 		Events     int     `json:"events"`
 		OrigUSD    float64 `json:"orig_usd"`
+		// estimates of the requests, against the overflow line
+		PeakOrigTokens int `json:"peak_orig_tokens"`
+		OverLine       int `json:"over_line"`
+		OrigOverLine   int `json:"orig_over_line"`
 	} `json:"total"`
 	Prices   map[string]json.RawMessage `json:"prices"`
 	Sessions []struct {
