@@ -480,6 +480,28 @@ func TestFoldProperty(t *testing.T) {
 	}
 }
 
+// TestRecordBounded: a record keeps the facts of a few summaries' worth,
+// not of everything a long session said; what it lets go is counted with
+// its blob.
+func TestRecordBounded(t *testing.T) {
+	var msgs []string
+	for i := range 60 {
+		id := "c" + strconv.Itoa(i)
+		msgs = append(msgs, user(fmt.Sprintf("request %d: %s", i, strings.Repeat("a pasted log line\n", 900))), bash(id, fmt.Sprintf("cat big-%d.log", i)), result(id, "ok", false))
+	}
+	msgs = append(msgs, assistant("done"))
+	c := parse(t, body(msgs...))
+	budget := 1000
+	rec := foldSpans(t, newTestPass(t), c, []int{len(c.Messages)}, budget, nil)[0]
+	b, _ := json.Marshal(rec.Facts)
+	if len(b) > 4*storeFactor*budget*2 {
+		t.Errorf("the record keeps %d bytes of facts for a budget of %d tokens", len(b), budget)
+	}
+	if o := rec.Facts.omitted(kRequests); o == nil || o.Count == 0 || !slices.Equal(o.Spans, []int{0}) {
+		t.Errorf("the requests the record let go are not counted: %+v", rec.Facts.Omitted)
+	}
+}
+
 // TestEveryCountRendered: every kind of item a summary can leave out has
 // its count rendered, with the blob named.
 func TestEveryCountRendered(t *testing.T) {

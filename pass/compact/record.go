@@ -115,7 +115,7 @@ func (p *Pass) newRecord(ctx context.Context, in *spanInput, prose, model string
 		rec.Summary = fit(f, whole, budget)
 		rec.Extractive = true
 	}
-	rec.Facts = f
+	rec.Facts = bounded(f, budget)
 	rec.Text = note + "\n\n<summary>\n" + rec.Summary + "\n</summary>"
 	rec.Tokens = tokens.EstimateText(rec.Text) + messageTokens
 	return rec

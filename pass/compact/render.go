@@ -281,18 +281,25 @@ func (f *facts) blobs(spans []int) string {
 // the counts alone. Past that, the text is cut, the cut marked with its
 // size and every blob.
 func fit(src *facts, p parts, budget int) string {
+	_, s := shrink(src, p, budget)
+	return s
+}
+
+// shrink is fit, and returns the facts that are left as well (src does
+// not change).
+func shrink(src *facts, p parts, budget int) (*facts, string) {
 	f := src.clone()
 	render := func() (string, bool) {
 		s := f.render(p)
 		return s, tokens.EstimateText(s) <= budget
 	}
 	if s, ok := render(); ok {
-		return s
+		return f, s
 	}
 	for _, step := range f.shrinkSteps(budget) {
 		for step() {
 			if s, ok := render(); ok {
-				return s
+				return f, s
 			}
 		}
 	}
@@ -300,8 +307,31 @@ func fit(src *facts, p parts, budget int) string {
 	s, _ := render()
 	n := budget * 3
 	h, t := headTail(s, n)
-	return h + fmt.Sprintf("\n[… %d bytes of this summary cut here to fit its budget; everything it summarizes is in %s …]\n", len(s)-len(h)-len(t), f.blobs(allSpans(len(f.Spans)))) + t
+	return f, h + fmt.Sprintf("\n[… %d bytes of this summary cut here to fit its budget; everything it summarizes is in %s …]\n", len(s)-len(h)-len(t), f.blobs(allSpans(len(f.Spans)))) + t
 }
+
+// bounded returns f within a record's share of the store: the facts of a
+// summary of storeFactor times budget tokens (f itself when they fit).
+// What goes is counted as in fit, so a later summary still says where
+// it is.
+func bounded(f *facts, budget int) *facts {
+	if tokens.EstimateText(f.render(whole)) <= storeFactor*budget {
+		return f
+	}
+	g, _ := shrink(f, whole, storeFactor*budget)
+	if g.earlierCut > 0 {
+		// The stored prose keeps the cut's marker.
+		g.Earlier += fmt.Sprintf("\n[… %d bytes of the earlier summary cut here; the messages it summarizes are in %s …]\n", g.earlierCut, g.blobs(allSpans(g.EarlierSpans))) + g.earlierTail
+		g.earlierTail, g.earlierCut = "", 0
+	}
+	return g
+}
+
+// storeFactor is how many summaries' worth of facts a record keeps: more
+// than one summary shows, so that what matters later (a file, a request
+// the next summary has room for) is still there, and bounded, so that a
+// record of a long session stays small.
+const storeFactor = 4
 
 func allSpans(n int) []int {
 	s := make([]int, n)
@@ -446,31 +476,40 @@ func (f *facts) shortenPlan() bool {
 	return n > 0
 }
 
-// shortenReasons cuts the reason of the failure with the most lines to
-// its last line, saying how many lines went and where they are.
+// shortenReasons cuts the reasons of the oldest failures (an eighth of
+// those with more than one line, at least one) to their last line,
+// saying how many lines went and where they are.
 func (f *facts) shortenReasons() bool {
-	best := -1
-	for i, x := range f.Failures {
-		if len(x.Reason) > 1 && (best < 0 || len(x.Reason) > len(f.Failures[best].Reason)) {
-			best = i
+	n := 0
+	for _, x := range f.Failures {
+		if len(x.Reason) > 1 {
+			n++
 		}
 	}
-	if best < 0 {
-		return false
+	n = min(n, 1+n/8)
+	done := 0
+	for i := range f.Failures {
+		x := &f.Failures[i]
+		if done == n {
+			break
+		}
+		if len(x.Reason) > 1 {
+			x.Reason = []string{fmt.Sprintf("[%d lines cut, in %s] %s", len(x.Reason)-1, f.blobs([]int{x.Span}), x.Reason[len(x.Reason)-1])}
+			done++
+		}
 	}
-	x := &f.Failures[best]
-	x.Reason = []string{fmt.Sprintf("[%d lines cut, in %s] %s", len(x.Reason)-1, f.blobs([]int{x.Span}), x.Reason[len(x.Reason)-1])}
-	return true
+	return done > 0
 }
 
+// dropMedia counts and removes the oldest images and documents (an
+// eighth, at least one).
 func (f *facts) dropMedia() bool {
-	if len(f.Media) == 0 {
-		return false
+	n := min(len(f.Media), 1+len(f.Media)/8)
+	for _, m := range f.Media[:n] {
+		f.omit(kMedia, m.Count, 0, []int{m.Span})
 	}
-	m := f.Media[0]
-	f.omit(kMedia, m.Count, 0, []int{m.Span})
-	f.Media = f.Media[1:]
-	return true
+	f.Media = f.Media[n:]
+	return n > 0
 }
 
 func (f *facts) dropSearches(n int) bool {
@@ -508,15 +547,21 @@ func (f *facts) dropFailures(n int) bool {
 	return n > 0
 }
 
-// shortenRequests halves the longest user request, down to n bytes.
+// shortenRequests halves the longest user requests (those over half the
+// longest's length), down to n bytes.
 func (f *facts) shortenRequests(n int) bool {
-	best := -1
-	for i, r := range f.Requests {
-		if l := len(r.Text) + len(r.Tail); l > n && (best < 0 || l > len(f.Requests[best].Text)+len(f.Requests[best].Tail)) {
-			best = i
+	longest := 0
+	for _, r := range f.Requests {
+		longest = max(longest, len(r.Text)+len(r.Tail))
+	}
+	done := false
+	for i := range f.Requests {
+		r := &f.Requests[i]
+		if l := len(r.Text) + len(r.Tail); l > longest/2 && f.halve(r, n) {
+			done = true
 		}
 	}
-	return best >= 0 && f.halve(&f.Requests[best], n)
+	return done
 }
 
 // dropPlan counts and removes the plan.
@@ -529,13 +574,16 @@ func (f *facts) dropPlan() bool {
 	return true
 }
 
-// dropMiddleRequest counts and removes the request after the first,
-// never the first and the last.
+// dropMiddleRequest counts and removes the oldest requests after the
+// first (an eighth, at least one), never the first and the last.
 func (f *facts) dropMiddleRequest() bool {
-	if len(f.Requests) <= 2 {
+	n := min(len(f.Requests)-2, 1+(len(f.Requests)-2)/8)
+	if n <= 0 {
 		return false
 	}
-	f.omit(kRequests, 1, 0, []int{f.Requests[1].Span})
-	f.Requests = slices.Delete(f.Requests, 1, 2)
+	for _, r := range f.Requests[1 : 1+n] {
+		f.omit(kRequests, 1, 0, []int{r.Span})
+	}
+	f.Requests = slices.Delete(f.Requests, 1, 1+n)
 	return true
 }
