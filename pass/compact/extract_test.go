@@ -570,6 +570,12 @@ func TestModelSummary(t *testing.T) {
 	if strings.Contains(rec.Summary, hCommands) || strings.Contains(rec.Summary, hAssistant) {
 		t.Errorf("the appendix holds more than requests, files, failures and images:\n%s", rec.Summary)
 	}
+	// What the model's summary holds word for word is not repeated.
+	withPath := prose + "\nfiles: /src/parse.go"
+	rec = foldSpans(t, p, c, []int{len(c.Messages)}, 5000, func(int) string { return withPath })[0]
+	if strings.Contains(rec.Summary, "Edited: /src/parse.go") || !strings.Contains(rec.Summary, "Created: /src/parse_extra.go") {
+		t.Errorf("the appendix repeats a path the model's summary holds, or lost one it does not:\n%s", rec.Summary)
+	}
 	// The next fold keeps the model's prose as the earlier summary.
 	next := foldSpans(t, p, c, []int{5, len(c.Messages)}, 5000, func(i int) string { return []string{prose, ""}[i] })[1]
 	if !strings.Contains(next.Summary, hEarlier+"\n"+prose) {

@@ -105,7 +105,7 @@ func (p *Pass) newRecord(ctx context.Context, in *spanInput, prose, model string
 	if prose != "" {
 		n := tokens.EstimateText(prose)
 		if room := budget - n; room >= appendixFloor(f, budget) {
-			rec.Summary = prose + "\n\n" + fit(f, appendix, room)
+			rec.Summary = prose + "\n\n" + fit(f.notIn(prose), appendix, room)
 			f.Earlier, f.EarlierSpans = prose, len(f.Spans)
 		} else {
 			p.log.Warn("compact: the model's summary is over its budget; the extractive summary serves", "tokens", n, "budget", budget)

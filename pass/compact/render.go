@@ -212,6 +212,22 @@ func (f *facts) render(p parts) string {
 	return b.String()
 }
 
+// notIn returns a copy of f without the requests, files, searches and
+// failures that text (a model's summary) already holds word for word, for
+// the appendix that follows it.
+func (f *facts) notIn(text string) *facts {
+	g := f.clone()
+	g.Requests = slices.DeleteFunc(g.Requests, func(n note) bool { return n.Cut == 0 && strings.Contains(text, n.Text) })
+	g.Files = slices.DeleteFunc(g.Files, func(x fileOp) bool { return strings.Contains(text, x.Path) })
+	g.Searches = slices.DeleteFunc(g.Searches, func(x search) bool {
+		return strings.Contains(text, x.Pattern) && strings.Contains(text, x.Path)
+	})
+	g.Failures = slices.DeleteFunc(g.Failures, func(x failure) bool {
+		return x.What != "" && strings.Contains(text, x.What) && (len(x.Reason) == 0 || strings.Contains(text, x.Reason[len(x.Reason)-1]))
+	})
+	return g
+}
+
 // succeeded counts the commands that ran at least once without failing.
 func (f *facts) succeeded() int {
 	n := 0
