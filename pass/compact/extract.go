@@ -354,7 +354,7 @@ func (s *scanner) call(b *conversation.Block, res *conversation.Block) {
 	if cmd == "" && (name == "bash" || name == "shell") {
 		cmd = text
 	}
-	cmd = capText(oneLine(cmd), commandCap)
+	cmd = capText(strings.TrimSpace(cmd), commandCap)
 	if res == nil {
 		if cmd != "" {
 			f.addCommand(cmd, false, s.span)

@@ -144,6 +144,24 @@ func TestExtractSections(t *testing.T) {
 	}
 }
 
+// TestLongCommand: a long command of several lines (a heredoc) shows its
+// first line and how much more is in which blob; a long one-line command
+// shows whole.
+func TestLongCommand(t *testing.T) {
+	heredoc := "cat > notes.md <<'EOF'\n" + strings.Repeat("a line of the notes\n", 40) + "EOF"
+	long := "ssh host '" + strings.Repeat("echo step; ", 30) + "'"
+	c := parse(t, body(user("write the notes"), bash("t1", heredoc), result("t1", "", false), bash("t2", long), result("t2", "Exit code 1\nno route", true), assistant("ok")))
+	rec := foldSpans(t, newTestPass(t), c, []int{len(c.Messages)}, 5000, nil)[0]
+	for _, want := range []string{
+		"\ncat > notes.md <<'EOF' [… " + strconv.Itoa(len(heredoc)-len("cat > notes.md <<'EOF'")) + " more bytes, in blob " + rec.Blobs[0] + " …]\n",
+		"- `" + oneLine(long) + "` (exit 1): no route",
+	} {
+		if !strings.Contains(rec.Summary, want) {
+			t.Errorf("missing %q in:\n%s", want, rec.Summary)
+		}
+	}
+}
+
 // TestFoldKeepsMarkdown (defect 1): a later compaction folds the earlier
 // one's record, not its text, so a request and an assistant message full
 // of Markdown headings and rules are kept whole. Splitting the earlier

@@ -130,7 +130,9 @@ func (f *facts) render(p parts) string {
 			// and what it was called on.
 			switch {
 			case x.Command:
-				b.WriteString("\n- `" + x.What + "`")
+				b.WriteString("\n- `")
+				f.writeCommand(&b, x.What, x.Span)
+				b.WriteString("`")
 			case x.What != "":
 				b.WriteString("\n- " + x.Tool + " " + x.What)
 			default:
@@ -183,7 +185,8 @@ func (f *facts) render(p parts) string {
 			if x.Runs <= x.Failed {
 				continue // listed with the failures
 			}
-			b.WriteString("\n" + x.Cmd)
+			b.WriteString("\n")
+			f.writeCommand(&b, x.Cmd, x.Spans[len(x.Spans)-1])
 			if x.Runs > 1 {
 				b.WriteString(" ×" + strconv.Itoa(x.Runs))
 			}
@@ -237,6 +240,24 @@ func (f *facts) succeeded() int {
 		}
 	}
 	return n
+}
+
+// commandShown is how long a command of several lines (a heredoc, a
+// commit message) may be to be shown whole; a longer one shows its first
+// line.
+const commandShown = 240
+
+// writeCommand writes cmd (of span) on one line: whole, or when it is a
+// long one of several lines, its first line and how much more there is
+// in which blob.
+func (f *facts) writeCommand(b *strings.Builder, cmd string, span int) {
+	first, rest, multi := strings.Cut(cmd, "\n")
+	if !multi || len(cmd) <= commandShown {
+		b.WriteString(oneLine(cmd))
+		return
+	}
+	b.WriteString(oneLine(first))
+	fmt.Fprintf(b, " [… %d more bytes, in %s …]", len(rest)+1, f.blobs([]int{span}))
 }
 
 // writeNote writes n, with a marker where its middle was cut.
