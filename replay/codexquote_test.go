@@ -28,11 +28,12 @@ const codexRollout = `{"timestamp":"2026-01-30T10:00:00Z","type":"session_meta",
 {"timestamp":"2026-01-30T10:00:11Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Fixed."}]}}
 `
 
-// TestCodexAnswers: the requests of a Codex rollout carry the answers
-// quote retention reads (a request's recorded output items, as an
-// assistant message), and the quotes in them are found: a line of the
-// message, and the context and removed lines of a patch.
-func TestCodexAnswers(t *testing.T) {
+// TestCodexQuotes: from a rollout to the quotes, end to end: the
+// requests sessionStream rebuilds carry their recorded output items as
+// answers (codexAnswer), and quote retention finds the file lines they
+// repeat: a line of a message, and the context and removed lines of a
+// patch.
+func TestCodexQuotes(t *testing.T) {
 	s := transcript.ParseCodex([]byte(codexRollout), "rollout-2026-01-30T10-00-00-019c0000-0000-7000-8000-000000000001.jsonl")
 	stream, _, err := sessionStream(s, transcript.BuildOptions{})
 	if err != nil {
@@ -79,18 +80,5 @@ func TestCodexAnswers(t *testing.T) {
 	}
 	if d := cmp.Diff(wantQuoted, quoted); d != "" {
 		t.Errorf("quoted lines (-want +got):\n%s", d)
-	}
-}
-
-func TestCodexAnswerNone(t *testing.T) {
-	if a := codexAnswer(nil, 0); a != nil {
-		t.Errorf("no session: %s", a)
-	}
-	cx := &transcript.CodexSession{Turns: []transcript.CodexTurn{{Compaction: true}}}
-	if a := codexAnswer(cx, 0); a != nil {
-		t.Errorf("a compaction request: %s", a)
-	}
-	if a := codexAnswer(cx, 3); a != nil {
-		t.Errorf("out of range: %s", a)
 	}
 }
