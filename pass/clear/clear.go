@@ -107,6 +107,11 @@ type Reads struct {
 	// KeepTokens bounds the reads kept (tokens, or a fraction of the
 	// model's window); 0 keeps none past the clear boundary.
 	KeepTokens model.Amount `yaml:"keep_tokens"`
+	// MaxShare caps KeepTokens (a fraction of the model's window, or
+	// tokens; 0: no cap). In a small window the newest reads would crowd
+	// the newest history that compaction keeps and make it compact more
+	// often.
+	MaxShare model.Amount `yaml:"max_share"`
 }
 
 // Defaults returns the clearing configuration ctxguard ships with. The
@@ -133,6 +138,7 @@ func Defaults() Config {
 			Tools:      []string{"Read", "read", "read_file"},
 			Commands:   []string{"cat", "head", "tail", "nl", "sed -n", "bat"},
 			KeepTokens: model.Tokens(10_000),
+			MaxShare:   model.Fraction(0.08),
 		},
 		Trim: Trim{Enabled: true, KeepRounds: 5},
 	}
@@ -141,7 +147,7 @@ func Defaults() Config {
 // Validate reports every problem in c, joined, or nil.
 func (c Config) Validate() error {
 	var errs []error
-	for name, a := range map[string]model.Amount{"trigger": c.Trigger, "keep_tokens": c.KeepTokens, "clear_at_least": c.ClearAtLeast, "reads.keep_tokens": c.Reads.KeepTokens} {
+	for name, a := range map[string]model.Amount{"trigger": c.Trigger, "keep_tokens": c.KeepTokens, "clear_at_least": c.ClearAtLeast, "reads.keep_tokens": c.Reads.KeepTokens, "reads.max_share": c.Reads.MaxShare} {
 		if err := a.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
@@ -179,6 +185,15 @@ func (c Config) Validate() error {
 type Trim struct {
 	Enabled    bool `yaml:"enabled"`
 	KeepRounds int  `yaml:"keep_rounds"`
+}
+
+// budget is the read budget in a window of w tokens.
+func (r Reads) budget(w int) int {
+	b := r.KeepTokens.Resolve(w)
+	if !r.MaxShare.IsZero() {
+		b = min(b, r.MaxShare.Resolve(w))
+	}
+	return b
 }
 
 // Pass is the compiled clearing pass. It is safe for concurrent use.
@@ -224,7 +239,7 @@ func (p *Pass) limits(env *pipeline.Env) limits {
 		payback:      p.cfg.Payback,
 		write:        write,
 		read:         read,
-		readTokens:   p.cfg.Reads.KeepTokens.Resolve(w),
+		readTokens:   p.cfg.Reads.budget(w),
 	}
 }
 

@@ -199,3 +199,21 @@ func TestReadsCodexShape(t *testing.T) {
 		t.Errorf("reads (-want +got):\n%s", d)
 	}
 }
+
+func TestReadsBudget(t *testing.T) {
+	for _, tc := range []struct {
+		r      Reads
+		window int
+		want   int
+	}{
+		{Reads{KeepTokens: model.Tokens(10_000), MaxShare: model.Fraction(0.08)}, 200_000, 10_000},
+		{Reads{KeepTokens: model.Tokens(10_000), MaxShare: model.Fraction(0.08)}, 64_000, 5_120},
+		{Reads{KeepTokens: model.Tokens(10_000)}, 64_000, 10_000},
+		{Reads{KeepTokens: model.Fraction(0.05), MaxShare: model.Tokens(8_000)}, 400_000, 8_000},
+		{Reads{MaxShare: model.Fraction(0.08)}, 200_000, 0},
+	} {
+		if got := tc.r.budget(tc.window); got != tc.want {
+			t.Errorf("%+v in %d: budget %d, want %d", tc.r, tc.window, got, tc.want)
+		}
+	}
+}
