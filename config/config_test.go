@@ -88,6 +88,7 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Log.Level = "loud" }, "log.level"},
 		{func(c *Config) { c.Clear.KeepUses = -1 }, "clear: keep_uses"},
 		{func(c *Config) { c.Clear.Reads.KeepTokens = model.Tokens(-1) }, "clear: reads.keep_tokens"},
+		{func(c *Config) { c.Clear.Reads.MaxShare = model.Fraction(1.5) }, "clear: reads.max_share"},
 		{func(c *Config) { c.Clear.Reads.Tools = []string{"Read["} }, "clear: bad tool glob"},
 		{func(c *Config) { c.Clear.Reads.Commands = []string{"cat", " "} }, "clear: reads.commands"},
 		{func(c *Config) { c.Persist.Preview = -1 }, "persist: preview"},
