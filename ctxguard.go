@@ -117,15 +117,18 @@ const calibrationKey = "calibration"
 // exchange's record (record.Outcome). It observes the records
 // (Guard.Records) and is counted nowhere else. Safe for concurrent use.
 type Stats struct {
-	Requests    atomic.Int64 // exchanges recorded: rewritable requests
-	Rewritten   atomic.Int64 // outcome rewritten: the body sent differed
-	Unchanged   atomic.Int64 // outcome unchanged (dry runs included)
-	Bypassed    atomic.Int64 // outcome bypassed: not rewritten by design (bypass header, bad JSON, other shapes, buffers full)
-	Failed      atomic.Int64 // outcome failed_open: a pass failed, the original went
-	Recovered   atomic.Int64 // outcome recovered: retried compacted after the upstream found it too long
-	Refused     atomic.Int64 // outcome refused: ctxguard answered with its own error
-	Events      atomic.Int64 // edit events
-	Compactions atomic.Int64 // requests that carried a compaction for the first time
+	Requests  atomic.Int64 // exchanges recorded: rewritable requests
+	Rewritten atomic.Int64 // outcome rewritten: the body sent differed
+	Unchanged atomic.Int64 // outcome unchanged (dry runs included)
+	Bypassed  atomic.Int64 // outcome bypassed: not rewritten by design (bypass header, bad JSON, other shapes, buffers full)
+	Failed    atomic.Int64 // outcome failed_open: a pass failed, the original went
+	Recovered atomic.Int64 // outcome recovered: retried compacted after the upstream found it too long, successfully
+	// RecoveryFailed counts outcome recovery_failed: the upstream found
+	// it too long, and the compacted retry failed too (or there was none).
+	RecoveryFailed atomic.Int64
+	Refused        atomic.Int64 // outcome refused: ctxguard answered with its own error
+	Events         atomic.Int64 // edit events
+	Compactions    atomic.Int64 // requests that carried a compaction for the first time
 	// Observed counts the usages the calibration took; the calibration
 	// observer counts it.
 	Observed atomic.Int64
@@ -145,6 +148,8 @@ func (s *Stats) Observe(x *record.Exchange) {
 		s.Failed.Add(1)
 	case record.Recovered:
 		s.Recovered.Add(1)
+	case record.RecoveryFailed:
+		s.RecoveryFailed.Add(1)
 	case record.Refused:
 		s.Refused.Add(1)
 	}
@@ -735,24 +740,13 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	res := g.rewrite(ctx, s, proto, req.Header, body, outBufs.get, false)
 	rec := g.newRecord(proto, req.Header, &res)
 	hdr := http.Header{}
-	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(res.TokensBefore))
-	hdr.Set("X-Ctxguard-Tokens-After", strconv.Itoa(res.TokensAfter))
-	if res.Changed {
-		hdr.Set("X-Ctxguard-Passes", strings.Join(rec.Applied(), ","))
-	}
-	if res.Event {
-		hdr.Set("X-Ctxguard-Edit-Event", "1")
-	} else {
-		hdr.Set("X-Ctxguard-Edit-Event", "0")
-	}
+	calibrated := res.Skipped == "" || res.Skipped == "dry run"
+	describe(hdr, rec, res.Changed, calibrated)
 	if res.Skipped != "" {
 		hdr.Set("X-Ctxguard-Skipped", res.Skipped)
 	}
 	if res.Err != nil {
 		hdr.Set("X-Ctxguard-Error-Id", res.ID)
-	}
-	if res.Skipped == "" || res.Skipped == "dry run" {
-		hdr.Set("X-Ctxguard-Tokens-Calibrated", strconv.Itoa(rec.CalibratedAfter))
 	}
 	out := proxy.Outcome{Body: res.Body, AddHeader: res.Headers, RespHeader: hdr, Record: rec}
 	if res.Changed {
@@ -760,10 +754,30 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 		// when the proxy is done with it.
 		out.Release = func() { outBufs.put(res.Body) }
 	}
-	if s.compact != nil && (res.Skipped == "" || res.Skipped == "dry run") && res.Err == nil {
-		out.Recover = g.recoverer(s, proto, req.Header.Clone(), body, res, rec)
+	if s.compact != nil && calibrated && res.Err == nil {
+		out.Recover = g.recoverer(s, proto, req.Header.Clone(), body, res, rec, hdr)
 	}
 	return out
+}
+
+// describe sets the response headers that describe the body sent upstream
+// from its record: the token estimates (and, when calibrated, the API's
+// tokens through the calibration), the passes that changed it (when it
+// changed) and whether it was an edit event.
+func describe(hdr http.Header, rec *record.Exchange, changed, calibrated bool) {
+	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(rec.TokensBefore))
+	hdr.Set("X-Ctxguard-Tokens-After", strconv.Itoa(rec.TokensAfter))
+	if changed {
+		hdr.Set("X-Ctxguard-Passes", strings.Join(rec.Applied(), ","))
+	}
+	event := "0"
+	if rec.Event {
+		event = "1"
+	}
+	hdr.Set("X-Ctxguard-Edit-Event", event)
+	if calibrated {
+		hdr.Set("X-Ctxguard-Tokens-Calibrated", strconv.Itoa(rec.CalibratedAfter))
+	}
 }
 
 // Handler returns the reverse proxy: every request goes to the upstream

@@ -173,7 +173,7 @@ func (g *Guard) serveStats(w http.ResponseWriter, r *http.Request) error {
 	return json.NewEncoder(w).Encode(map[string]int64{
 		"requests": s.Requests.Load(), "rewritten": s.Rewritten.Load(), "unchanged": s.Unchanged.Load(),
 		"bypassed": s.Bypassed.Load(), "failed_open": s.Failed.Load(), "recovered": s.Recovered.Load(),
-		"refused": s.Refused.Load(), "events": s.Events.Load(), "compactions": s.Compactions.Load(),
+		"recovery_failed": s.RecoveryFailed.Load(), "refused": s.Refused.Load(), "events": s.Events.Load(), "compactions": s.Compactions.Load(),
 		"usage_observed": s.Observed.Load(),
 	})
 }
