@@ -154,6 +154,9 @@ func (g *Guard) serveBlob(w http.ResponseWriter, r *http.Request) error {
 	if errors.Is(err, store.ErrNotFound) {
 		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "ctxguard: no such blob (it may have expired)")
 	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return protocol.Errorf(http.StatusServiceUnavailable, protocol.Overloaded, err, "ctxguard: the store does not answer; try again later")
+	}
 	if err != nil {
 		return protocol.Errorf(http.StatusInternalServerError, protocol.Internal, err, "ctxguard: blob read failed")
 	}

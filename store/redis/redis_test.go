@@ -53,6 +53,53 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// The conformance suite through a store.Breaker, as ctxguard serves a
+// shared store: the Redis store's expiry (storetest.Expiring) is found
+// through it.
+func TestConformanceBreaker(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Run(t, func(t *testing.T, c storetest.Config) store.Store {
+		s := open(t, redisstore.Options{URL: srv.URL(0), Prefix: uniquePrefix(t.Name()), TTL: c.TTL})
+		return store.NewBreaker(s, store.BreakerOptions{Now: c.Now})
+	})
+}
+
+// TestBreakerPausedServer: through a store.Breaker, a paused server costs
+// one timeout; then every call fails at once with store.ErrUnavailable
+// without reaching the server, and the first probe after the server
+// resumed restores service.
+func TestBreakerPausedServer(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	clk := storetest.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	b := store.NewBreaker(open(t, redisstore.Options{URL: srv.URL(0), Timeout: 300 * time.Millisecond, TTL: time.Hour}),
+		store.BreakerOptions{Now: clk.Now, Retry: time.Second})
+	defer b.Close()
+	id := store.ID([]byte("x"))
+	if err := b.PutBlob(ctx, id, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	defer srv.Resume(t)
+	var ne net.Error
+	if _, err := b.Get(ctx, "k"); !errors.As(err, &ne) || !ne.Timeout() || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("the first call on a paused server: %v, want the store's timeout", err)
+	}
+	for i := range 20 {
+		if err := b.TouchBlob(ctx, id); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("call %d once the store is known down: %v, want store.ErrUnavailable", i, err)
+		}
+	}
+	if n := b.Skipped(); n != 20 {
+		t.Errorf("%d calls failed at once, want all 20", n)
+	}
+	srv.Resume(t)
+	answersAgain(t, b)
+	if err := b.TouchBlob(ctx, id); err != nil {
+		t.Errorf("TouchBlob once the store is back: %v", err)
+	}
+}
+
 // Two instances on one server share blobs and decisions; keys outside
 // their prefix are never touched.
 func TestSharedAndNamespaced(t *testing.T) {
@@ -301,15 +348,20 @@ func TestUnreachable(t *testing.T) {
 	}
 	srv.Resume(t)
 	// Once it answers again, so does the store.
+	answersAgain(t, s)
+}
+
+// answersAgain pings s (at most 50 times) until it answers, once its
+// server resumed.
+func answersAgain(t *testing.T, s store.Store) {
+	t.Helper()
 	var err error
 	for range 50 {
-		if err = s.Ping(ctx); err == nil {
-			break
+		if err = s.Ping(context.Background()); err == nil {
+			return
 		}
 	}
-	if err != nil {
-		t.Errorf("Ping after the server resumed: %v", err)
-	}
+	t.Fatalf("Ping after the server resumed: %v", err)
 }
 
 // rediss:// speaks TLS and verifies the server's certificate.
