@@ -82,8 +82,10 @@ type Guard struct {
 	limits   learnedLimits
 	recent   *recent
 
-	localOnce sync.Once
-	localMux  http.Handler // the local endpoints (Local)
+	localOnce   sync.Once
+	localMux    http.Handler // the local endpoints (Local)
+	localRoutes []string     // the patterns it serves
+
 }
 
 // outBufs holds buffers for rewritten bodies.
