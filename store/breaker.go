@@ -29,8 +29,9 @@ var ErrUnavailable = errors.New("store: unavailable")
 //
 //   - every call but Close fails at once with an error matching
 //     ErrUnavailable (HasBlob reports false), without reaching the store;
-//   - the calls in flight when it went down are cancelled, so they fail
-//     at once too;
+//   - the calls in flight when it went down return at once too, with
+//     ErrUnavailable (their contexts end; a store that does not heed them
+//     finishes them by its own bound, and their results are dropped);
 //   - one probe at a time, the store's Ping bounded by ProbeTimeout, checks
 //     for its return: started in the background by a call, at least
 //     Retry after the previous probe ended, or run by Ping itself when no
@@ -82,12 +83,10 @@ type BreakerOptions struct {
 type breakerState struct {
 	down   bool
 	err    error           // why it is down
+	fail   error           // down: what calls return (ErrUnavailable, and why)
 	ctx    context.Context // up: ends when the store is found down
-	cancel context.CancelCauseFunc
+	cancel context.CancelFunc
 }
-
-// errFoundDown ends the calls in flight when the store is found down.
-var errFoundDown = errors.New("the store was found down")
 
 // NewBreaker wraps s. Close closes s.
 func NewBreaker(s Store, o BreakerOptions) *Breaker {
@@ -108,7 +107,7 @@ func NewBreaker(s Store, o BreakerOptions) *Breaker {
 
 // up returns a new period of the store being up.
 func (b *Breaker) up() *breakerState {
-	ctx, cancel := context.WithCancelCause(b.base)
+	ctx, cancel := context.WithCancel(b.base)
 	return &breakerState{ctx: ctx, cancel: cancel}
 }
 
@@ -125,41 +124,75 @@ func (b *Breaker) Down() (bool, error) {
 // store, because it was known to be down.
 func (b *Breaker) Skipped() int64 { return b.downCalls.Load() }
 
-// call runs f against the store unless it is known to be down, under a
-// context that also ends when the store is found down, and notes a
-// timeout.
-func (b *Breaker) call(ctx context.Context, f func(context.Context) error) error {
+// result is what a call of the store returned.
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// call runs f against b's store unless it is known to be down, and notes
+// a timeout. f runs on a goroutine of its own, under a context that also
+// ends when the store is found down: the caller returns then, or when its
+// own context ends, even if the store ignores contexts (a blocked read
+// that heeds only its deadline); f then ends by the store's own bound,
+// and what it returns is dropped (closed, if it is an io.Closer).
+func call[T any](b *Breaker, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	var zero T
 	st := b.cur.Load()
 	if st.down {
 		b.downCalls.Add(1)
 		b.maybeProbe()
-		return b.unavailable(st)
+		return zero, st.fail
 	}
-	cctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(st.ctx, func() { cancel(errFoundDown) })
-	err := f(cctx)
-	stop()
-	found := errors.Is(context.Cause(cctx), errFoundDown)
-	cancel(nil)
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := make(chan result[T], 1)
+	go func() {
+		v, err := f(cctx)
+		ch <- result[T]{v, err}
+	}()
+	var r result[T]
+	select {
+	case r = <-ch:
+	case <-st.ctx.Done():
+		go drop(ch)
+		return zero, b.unavailable()
+	case <-ctx.Done():
+		go drop(ch)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			b.trip(st, ctx.Err()) // it waited for the store until the caller's deadline
+		}
+		return zero, ctx.Err()
+	}
 	switch {
-	case err == nil:
-		return nil
-	case found && ctx.Err() == nil:
-		return b.unavailable(b.cur.Load())
+	case r.err == nil:
 	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return err // the caller gave up
-	case timeout(err):
-		b.trip(st, err)
+		// The caller gave up.
+	case timeout(r.err):
+		b.trip(st, r.err)
 	}
-	return err
+	return r.v, r.err
 }
 
-// unavailable is the error of a call made while the store is down.
-func (b *Breaker) unavailable(st *breakerState) error {
-	if st.err == nil {
-		return ErrUnavailable
+// drop waits for the result of a call its caller no longer waits for,
+// and closes it if it is an io.Closer.
+func drop[T any](ch <-chan result[T]) {
+	r := <-ch
+	if c, ok := any(r.v).(io.Closer); ok && r.err == nil {
+		c.Close()
 	}
-	return fmt.Errorf("%w: %v", ErrUnavailable, st.err)
+}
+
+// unavailable is the error of a call cut short when the store was found
+// down.
+func (b *Breaker) unavailable() error {
+	if st := b.cur.Load(); st.down {
+		return st.fail
+	}
+	return ErrUnavailable // and already back
 }
 
 // timeout reports whether err says a call waited too long.
@@ -178,13 +211,13 @@ func (b *Breaker) trip(st *breakerState, err error) {
 	if st.down {
 		return
 	}
-	if !b.cur.CompareAndSwap(st, &breakerState{down: true, err: err}) {
+	if !b.cur.CompareAndSwap(st, &breakerState{down: true, err: err, fail: fmt.Errorf("%w: %v", ErrUnavailable, err)}) {
 		return
 	}
 	b.mu.Lock()
 	b.probed = b.o.Now()
 	b.mu.Unlock()
-	st.cancel(errFoundDown)
+	st.cancel()
 	if b.o.OnChange != nil {
 		b.o.OnChange(err)
 	}
@@ -231,11 +264,11 @@ func (b *Breaker) Ping(ctx context.Context) error {
 	st := b.cur.Load()
 	if st.down {
 		if !b.probing.CompareAndSwap(false, true) {
-			return b.unavailable(st)
+			return st.fail
 		}
 		return b.probe(ctx)
 	}
-	err := b.call(ctx, b.s.Ping)
+	_, err := call(b, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, b.s.Ping(ctx) })
 	if err != nil && !errors.Is(err, ErrUnavailable) && !errors.Is(ctx.Err(), context.Canceled) {
 		b.trip(st, err)
 	}
@@ -244,60 +277,56 @@ func (b *Breaker) Ping(ctx context.Context) error {
 
 // PutBlob implements Store.
 func (b *Breaker) PutBlob(ctx context.Context, id string, data []byte) error {
-	return b.call(ctx, func(ctx context.Context) error { return b.s.PutBlob(ctx, id, data) })
+	_, err := call(b, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, b.s.PutBlob(ctx, id, data) })
+	return err
 }
 
 // HasBlob implements Store: false while the store is down. HasBlob says
 // nothing of why it found no blob: it marks the store down only when the
 // caller's deadline passed while it waited.
 func (b *Breaker) HasBlob(ctx context.Context, id string) bool {
-	has := false
-	_ = b.call(ctx, func(ctx context.Context) error {
-		if has = b.s.HasBlob(ctx, id); !has && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return ctx.Err()
-		}
-		return nil
-	})
+	has, _ := call(b, ctx, func(ctx context.Context) (bool, error) { return b.s.HasBlob(ctx, id), nil })
 	return has
 }
 
 // OpenBlob implements Store.
 func (b *Breaker) OpenBlob(ctx context.Context, id string) (io.ReadCloser, error) {
-	var rc io.ReadCloser
-	err := b.call(ctx, func(ctx context.Context) (err error) { rc, err = b.s.OpenBlob(ctx, id); return err })
-	return rc, err
+	return call(b, ctx, func(ctx context.Context) (io.ReadCloser, error) { return b.s.OpenBlob(ctx, id) })
 }
 
 // TouchBlob implements Store.
 func (b *Breaker) TouchBlob(ctx context.Context, id string) error {
-	return b.call(ctx, func(ctx context.Context) error { return b.s.TouchBlob(ctx, id) })
+	_, err := call(b, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, b.s.TouchBlob(ctx, id) })
+	return err
 }
 
 // Get implements Store.
 func (b *Breaker) Get(ctx context.Context, key string) ([]byte, error) {
-	var v []byte
-	err := b.call(ctx, func(ctx context.Context) (err error) { v, err = b.s.Get(ctx, key); return err })
-	return v, err
+	return call(b, ctx, func(ctx context.Context) ([]byte, error) { return b.s.Get(ctx, key) })
 }
 
 // Put implements Store.
 func (b *Breaker) Put(ctx context.Context, key string, val []byte) error {
-	return b.call(ctx, func(ctx context.Context) error { return b.s.Put(ctx, key, val) })
+	_, err := call(b, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, b.s.Put(ctx, key, val) })
+	return err
 }
 
 // PutIfAbsent implements Store.
 func (b *Breaker) PutIfAbsent(ctx context.Context, key string, val []byte) ([]byte, bool, error) {
-	var cur []byte
-	var stored bool
-	err := b.call(ctx, func(ctx context.Context) (err error) { cur, stored, err = b.s.PutIfAbsent(ctx, key, val); return err })
-	return cur, stored, err
+	type put struct {
+		cur    []byte
+		stored bool
+	}
+	r, err := call(b, ctx, func(ctx context.Context) (put, error) {
+		cur, stored, err := b.s.PutIfAbsent(ctx, key, val)
+		return put{cur, stored}, err
+	})
+	return r.cur, r.stored, err
 }
 
 // Sweep implements Store.
 func (b *Breaker) Sweep(ctx context.Context, now time.Time) (int, error) {
-	var n int
-	err := b.call(ctx, func(ctx context.Context) (err error) { n, err = b.s.Sweep(ctx, now); return err })
-	return n, err
+	return call(b, ctx, func(ctx context.Context) (int, error) { return b.s.Sweep(ctx, now) })
 }
 
 // Close stops the probes and closes the wrapped store.
@@ -306,8 +335,9 @@ func (b *Breaker) Close() error {
 	b.closed = true
 	b.mu.Unlock()
 	b.cancel()
+	err := b.s.Close() // ends a probe that waits on a connection
 	b.probes.Wait()
-	return b.s.Close()
+	return err
 }
 
 // Wrapper is implemented by a Store that wraps another (Breaker).

@@ -380,12 +380,23 @@ func TestBreakerAnswersAreNotFailures(t *testing.T) {
 	if down, why := b.Down(); down {
 		t.Fatalf("down after answers and a cancelled call: %v", why)
 	}
+	// A deadline that passed before the call is not the store's doing.
 	dctx, dcancel := context.WithDeadline(ctx, time.Now())
 	defer dcancel()
-	if !b.HasBlob(dctx, store.ID([]byte("absent"))) {
-		if down, _ := b.Down(); !down {
-			t.Error("a HasBlob whose deadline passed while it waited did not mark the store down")
-		}
+	if _, err := b.Get(dctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Get with a past deadline: %v", err)
+	}
+	if down, _ := b.Down(); down {
+		t.Fatal("a call whose deadline had passed before it started marked the store down")
+	}
+	// One that passes while the frozen store keeps it waiting is.
+	dctx, dcancel = context.WithTimeout(ctx, 10*time.Millisecond)
+	defer dcancel()
+	if b.HasBlob(dctx, store.ID([]byte("absent"))) {
+		t.Error("HasBlob true on a frozen store")
+	}
+	if down, _ := b.Down(); !down {
+		t.Error("a HasBlob whose deadline passed while it waited did not mark the store down")
 	}
 }
 
@@ -433,15 +444,20 @@ func TestConformanceBreakerMemory(t *testing.T) {
 }
 
 // BenchmarkBreakerGet is what the Breaker adds to a call of a store
-// that answers.
+// that answers, and what a call costs while the store is known down.
 func BenchmarkBreakerGet(b *testing.B) {
 	ctx := context.Background()
+	down := newSlowStore()
+	down.setPingErr(errors.New("refused"))
+	known := store.NewBreaker(down, store.BreakerOptions{Retry: time.Hour})
+	known.Ping(ctx)
 	for _, tc := range []struct {
 		name string
 		s    store.Store
 	}{
 		{"bare", store.NewMemory()},
 		{"breaker", store.NewBreaker(store.NewMemory(), store.BreakerOptions{})},
+		{"down", known},
 	} {
 		tc.s.Put(ctx, "k", []byte("v"))
 		b.Run(tc.name, func(b *testing.B) {

@@ -63,12 +63,17 @@ func TestStoreDownFailsFast(t *testing.T) {
 	failsFast := func(phase string, n int) {
 		t.Helper()
 		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var slowest time.Duration
 		for i := range n {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				body := bigResultBody(fmt.Sprintf("%s %d", phase, i))
 				res, got, took := timedPost(t, in.URL, sess, body)
+				mu.Lock()
+				slowest = max(slowest, took)
+				mu.Unlock()
 				if res.StatusCode != 200 || res.Header.Get("X-Ctxguard-Error-Id") == "" {
 					t.Errorf("%s: request %d: %d, error id %q: %.200s", phase, i, res.StatusCode, res.Header.Get("X-Ctxguard-Error-Id"), got)
 				}
@@ -78,6 +83,7 @@ func TestStoreDownFailsFast(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		t.Logf("%s: %d requests at once, the slowest took %v", phase, n, slowest)
 		// Answered upstream as the clients sent them (fail open).
 		for i := range n {
 			want := bigResultBody(fmt.Sprintf("%s %d", phase, i))
@@ -114,6 +120,7 @@ func TestStoreDownFailsFast(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Errorf("the request that found the store down: %d %.200s", res.StatusCode, got)
 	}
+	t.Logf("the request that found the store down took %v", took)
 	if took >= 2*storeTimeout {
 		t.Errorf("the request that found the store down took %v: more than one store timeout (%v)", took, storeTimeout)
 	}

@@ -100,6 +100,38 @@ func TestBreakerPausedServer(t *testing.T) {
 	}
 }
 
+// TestBreakerCutsCallsInFlight: a call blocked in a read on a paused
+// server (which heeds only its read deadline, here an hour away) returns
+// with store.ErrUnavailable as soon as another call finds the store down.
+func TestBreakerCutsCallsInFlight(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	b := store.NewBreaker(open(t, redisstore.Options{URL: srv.URL(0), Timeout: time.Hour}), store.BreakerOptions{})
+	defer b.Close()
+	if err := b.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	defer srv.Resume(t)
+	blocked := make(chan error, 1)
+	go func() { _, err := b.Get(ctx, "k"); blocked <- err }()
+	time.Sleep(200 * time.Millisecond) // so that it waits in its read (not a condition of the test: it only checks more)
+	// A caller with a deadline finds the store down.
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := b.Get(dctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a call past its deadline on a paused server: %v", err)
+	}
+	select {
+	case err := <-blocked:
+		if !errors.Is(err, store.ErrUnavailable) || b.Skipped() != 0 {
+			t.Errorf("the blocked call: %v (%d calls skipped), want store.ErrUnavailable, and in flight", err, b.Skipped())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocked call still waits for its hour-long read deadline after the store was found down")
+	}
+}
+
 // Two instances on one server share blobs and decisions; keys outside
 // their prefix are never touched.
 func TestSharedAndNamespaced(t *testing.T) {
@@ -385,5 +417,33 @@ func TestTLS(t *testing.T) {
 	// Plain redis:// to the TLS port: no answer it understands.
 	if _, err := redisstore.Open(ctx, redisstore.Options{URL: "redis://" + srv.Addr + "/0", Timeout: 2 * time.Second}); err == nil {
 		t.Error("redis:// (no TLS) to a TLS port succeeded")
+	}
+}
+
+// BenchmarkBreakerGet is what a store.Breaker adds to a Get on a Redis
+// server over loopback.
+func BenchmarkBreakerGet(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	s, err := redisstore.Open(ctx, redisstore.Options{URL: srv.URL(0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Put(ctx, "k", []byte("v")); err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		s    store.Store
+	}{{"bare", s}, {"breaker", store.NewBreaker(s, store.BreakerOptions{})}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tc.s.Get(ctx, "k"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
