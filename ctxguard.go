@@ -85,7 +85,6 @@ type Guard struct {
 	localOnce   sync.Once
 	localMux    http.Handler // the local endpoints (Local)
 	localRoutes []string     // the patterns it serves
-
 }
 
 // outBufs holds buffers for rewritten bodies.

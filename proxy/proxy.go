@@ -100,8 +100,9 @@
 // big for the buffers, a wrong token, upstream unreachable or timing
 // out) are answered in the error shape of the request's protocol through
 // protocol.Write (application/json, X-Content-Type-Options: nosniff),
-// with an error ID that also appears in the log line carrying the detail. Upstream answers, errors included, are never
-// altered. The API key is never logged.
+// with an error ID that also appears in the log line carrying the
+// detail. Upstream answers, errors included, are never altered. The API
+// key is never logged.
 //
 // A Proxy is safe for concurrent use.
 package proxy
