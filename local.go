@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/protocol"
+	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/store"
 )
 
@@ -29,7 +32,9 @@ import (
 //	GET /ctxguard/v1/sessions     per-session statistics, as JSON
 //	/ctxguard/                    the dashboard (dashboard.enabled)
 //	GET /metrics                  Prometheus metrics (metrics.enabled)
-//	GET /healthz                  200 while the process serves
+//	GET /healthz                  200 while the process serves, with the
+//	                              process id in X-Ctxguard-Pid (how
+//	                              `ctxguard run` knows a ctxguard)
 //	GET /readyz                   200 when the store answers, else 503
 //
 // The dashboard and the metrics subscribe to the records (Records) when
@@ -73,6 +78,7 @@ func (g *Guard) local() (http.Handler, []string) {
 	// The probes answer anyone: a load balancer's probe comes from
 	// elsewhere and carries no token, and they tell only up or down.
 	serve("GET /healthz", func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set(proxy.PidHeader, strconv.Itoa(os.Getpid()))
 		return text(w, "ok\n")
 	}, false)
 	serve("GET /readyz", func(w http.ResponseWriter, r *http.Request) error {
@@ -244,7 +250,10 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 				return r.Text, err
 			},
 			BlobURL: func(id string) string { return "/ctxguard/v1/blobs/" + id },
+			Store:   g.store,
+			Log:     g.log,
 		})
+		g.dash.Store(d)
 		g.bus.Subscribe(d)
 		d.Register(handle)
 	}

@@ -49,7 +49,7 @@ func (g *Guard) recoverer(s *setup, proto protocol.Protocol, h http.Header, body
 		g.log.Info("the upstream found a request too long; retrying it compacted", "session", r.Session, "model", info.ID,
 			"tokens", o.Tokens, "limit", o.Limit, "sent_estimate", sent, "retry_estimate", r.TokensAfter)
 		return proxy.Retry{Body: r.Body, Release: func() { outBufs.put(r.Body) }, Sent: func() {
-			rec.TokensAfter, rec.Passes, rec.Notes, rec.Stubs = r.TokensAfter, r.Passes, r.Notes, r.Stubs
+			rec.TokensAfter, rec.TokensAdded, rec.Passes, rec.Notes, rec.Stubs = r.TokensAfter, r.TokensAdded, r.Passes, r.Notes, r.Stubs
 			g.calibrate(rec)
 			rec.Event = rec.Event || r.Event
 			if rec.Bodies != nil {
@@ -59,7 +59,7 @@ func (g *Guard) recoverer(s *setup, proto protocol.Protocol, h http.Header, body
 				rec.Compaction = r.Compaction
 			}
 			rec.Outcome = record.Rewritten
-			describe(hdr, rec, true, true)
+			g.describe(hdr, &r, rec)
 		}}, nil
 	}
 }
