@@ -321,6 +321,7 @@ func TestNames(t *testing.T) {
 		conversation.Opaque: "opaque", conversation.Text: "text", conversation.ToolCall: "tool_call",
 		conversation.ToolResult: "tool_result", conversation.Thinking: "thinking",
 		conversation.RedactedThinking: "redacted_thinking", conversation.Image: "image", conversation.Document: "document",
+		conversation.Kind(200): "kind(200)",
 	} {
 		if got := k.String(); got != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, got, want)
