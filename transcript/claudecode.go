@@ -2,6 +2,8 @@ package transcript
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
@@ -265,8 +267,23 @@ func newBlock(raw []byte, st *Stats) Block {
 		if jsonscan.KindOf(raw, text) == jsonscan.String && memberCount(raw) == 2 {
 			b.plain = text.Bytes(raw)
 		}
+	case "thinking":
+		if sig := member(raw, "signature"); bytes.HasPrefix(sig.Bytes(raw), []byte(`"[REDACTED`)) {
+			b.Raw = replaceSpan(raw, sig, quote(redactedSignature(member(raw, "thinking").Bytes(raw))))
+			st.Repairs.RedactedSignature++
+		}
 	}
 	return b
+}
+
+// redactedSignature stands in for a thinking block's signature that the
+// transcript's owner replaced by a redaction marker: every such block
+// would otherwise share one signature, which the API (and the validator)
+// read as one block whose text was edited. The stand-in is a hash of the
+// block's thinking text, so equal texts keep equal signatures.
+func redactedSignature(thinking []byte) string {
+	sum := sha256.Sum256(thinking)
+	return "ctxguard-replay-redacted-" + hex.EncodeToString(sum[:16])
 }
 
 func memberCount(raw []byte) int {

@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
@@ -641,6 +642,8 @@ func (d *differ) removedBlock(oi, bi int) {
 		case oi >= d.tail:
 			d.ps.add(RuleBlockRemoved, p, "%s block of the current turn removed", blk.Type)
 		}
+	case blk.Kind == conversation.Text && d.opts.AllowMessageRemoval && oi < d.tail && blankText(d.ob, blk.Text):
+		// White space alone says nothing; a trimmed round may take it.
 	default:
 		t := blk.Type
 		if t == "" {
@@ -648,6 +651,13 @@ func (d *differ) removedBlock(oi, bi int) {
 		}
 		d.ps.add(RuleBlockRemoved, p, "%s block removed: only thinking blocks and whole tool rounds may go", t)
 	}
+}
+
+// blankText reports whether the JSON string at sp in b decodes to white
+// space alone.
+func blankText(b []byte, sp conversation.Span) bool {
+	s, err := jsonscan.Unquote(sp.Bytes(b))
+	return err == nil && strings.TrimSpace(s) == ""
 }
 
 // replacement checks the text block that stands in for a message whose
