@@ -174,28 +174,6 @@ func callCounts(c *conversation.Conversation, a, b int) string {
 	return sb.String()
 }
 
-// blank reports whether a JSON string literal holds only white space
-// (spaces, tabs, newlines, written plain or as \n, \t, \r escapes).
-func blank(lit []byte) bool {
-	if len(lit) < 2 {
-		return false
-	}
-	for i := 1; i < len(lit)-1; i++ {
-		switch lit[i] {
-		case ' ', '\t', '\n', '\r':
-		case '\\':
-			if i+1 < len(lit)-1 && (lit[i+1] == 'n' || lit[i+1] == 't' || lit[i+1] == 'r') {
-				i++
-				continue
-			}
-			return false
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // keptBlocks returns the blocks of a message that trimming keeps: all
 // but tool calls, tool results and thinking, and those the Dialect drops
 // (what cannot stand without the calls, such as the Responses API's
@@ -208,13 +186,6 @@ func keptBlocks(c *conversation.Conversation, m *conversation.Message) [][]byte 
 		switch b.Kind {
 		case conversation.ToolCall, conversation.ToolResult, conversation.Thinking, conversation.RedactedThinking:
 			continue
-		case conversation.Text:
-			// Whitespace alone cannot stand as a message's content (the
-			// API refuses it): such text goes with the round, and the
-			// placeholder stands in if nothing else stays.
-			if blank(c.Bytes(b.Text)) {
-				continue
-			}
 		}
 		if kept := c.Dialect.KeptBlock(c, m, b); kept != nil {
 			out = append(out, kept)
