@@ -279,8 +279,11 @@ func newBlock(raw []byte, st *Stats) Block {
 // redactedSignature stands in for a thinking block's signature that the
 // transcript's owner replaced by a redaction marker: every such block
 // would otherwise share one signature, which the API (and the validator)
-// read as one block whose text was edited. The stand-in is a hash of the
-// block's thinking text, so equal texts keep equal signatures.
+// read as one block whose text was edited, and which a signature cache
+// (the thinking guard's, keyed by signature) would re-attribute to the
+// model of every later request. The stand-in is a hash of the block's
+// thinking text: distinct blocks get distinct signatures, as real ones
+// are, and the same block the same one in every request.
 func redactedSignature(thinking []byte) string {
 	sum := sha256.Sum256(thinking)
 	return "ctxguard-replay-redacted-" + hex.EncodeToString(sum[:16])
