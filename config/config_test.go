@@ -399,3 +399,26 @@ func TestKeepRestartOnly(t *testing.T) {
 		t.Errorf("RestartOnly() = %q", RestartOnly())
 	}
 }
+
+// FuzzDecode: any document decodes or is refused with an error, never a
+// panic, the hints on unknown keys and typo thresholds included; what
+// decodes can be validated and printed.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		"", "listen: x\nlisen: y\n", "clear:\n  trigerr: 5\n", "compact:\n  prepare: 60\n  swap: \"75\"\n",
+		"models:\n  overrides:\n    m: {window: 1000, max_ouput: 10}\n", "prepare: 60%\n", "- a\n- b: {c: d}\n",
+		"a: &x {b: 1}\nc: *x\n", "compact: [1, {prepare: 5}]\n", "upstreams: {anthropic: http://h/v1}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c := Defaults()
+		if err := Decode(&c, b, "fuzz.yaml"); err != nil {
+			return
+		}
+		_ = c.Validate()
+		if _, err := c.YAML(); err != nil {
+			t.Fatalf("decoded but does not print: %v", err)
+		}
+	})
+}
