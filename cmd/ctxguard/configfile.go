@@ -15,18 +15,18 @@ import (
 // (config.DefaultFile) when it exists, else none (""). A default file
 // that exists but cannot be read is returned all the same, so that
 // loading it reports why.
-func configFile(flagValue string, given bool) (string, error) {
+func configFile(flagValue string, given bool) string {
 	if given {
-		return flagValue, nil
+		return flagValue
 	}
 	path, err := config.DefaultFile()
 	if err != nil {
-		return "", nil // no home: no default file
+		return "" // no home: no default file
 	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		return ""
 	}
-	return path, nil
+	return path
 }
 
 // initConfig writes the starter configuration file (config --init) to

@@ -269,10 +269,7 @@ func commonFlags(fs *flag.FlagSet) *common {
 func (c *common) load(fs *flag.FlagSet) (config.Config, string, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	file, err := configFile(*c.file, set["config"])
-	if err != nil {
-		return config.Config{}, "", err
-	}
+	file := configFile(*c.file, set["config"])
 	cfg, err := config.Load(file)
 	if err != nil {
 		return cfg, file, err
