@@ -2,6 +2,8 @@ package tokens
 
 import (
 	"testing"
+
+	"github.com/ctxguard/ctxguard/internal/imagetest"
 )
 
 func BenchmarkEstimate1MB(b *testing.B) {
@@ -35,5 +37,29 @@ func BenchmarkCalibrationObserve(b *testing.B) {
 		i++
 		c.ObserveSession("s", "claude-sonnet-4-5", 10_000+500*i, 11_000+540*i)
 		_ = c.Adjust("claude-sonnet-4-5", 100_000)
+	}
+}
+
+// BenchmarkEstimateDamagedImage is a request with a 211 KB screenshot whose
+// frame header a marker destroyed: the slowest way an image is billed (its
+// first 96 KB searched for dimensions at 4 alignments, then its size).
+func BenchmarkEstimateDamagedImage(b *testing.B) {
+	s := imagetest.Screenshot(b)
+	body := imagetest.Requests[0].Body(s[:8] + "[REDACTED]" + s[800:])
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		Estimate(body)
+	}
+}
+
+// BenchmarkEstimateMarkedImage is the same screenshot with markers past
+// its header, as transcripts keep it: dimensions read in place.
+func BenchmarkEstimateMarkedImage(b *testing.B) {
+	body := imagetest.Requests[0].Body(imagetest.Damages[0].Apply(imagetest.Screenshot(b)))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		Estimate(body)
 	}
 }

@@ -31,13 +31,20 @@
 // thinking signature, and after "encrypted_content":" the Responses API's
 // encrypted reasoning, neither of which is billed as text (0 tokens: the
 // real Codex sessions' usage is about 40% of the estimate that counts
-// them); if it decodes to a
-// PNG, JPEG, GIF or WebP header it is an image, billed by its size
-// (ImageTokens, about width*height/750 after the API's downscaling); a PDF
-// is estimated from its size; any other run (redacted thinking, base64 in
-// a tool result) counts as text. Everything is one pass over the bytes
-// with a 128 KB table of byte pairs, 64 bytes at a time, without
-// allocating (see BenchmarkEstimate1MB and TestEstimateSpeed).
+// them). Image and PDF data is billed as what it is: when the JSON string
+// holding the run is a base64 data URL of an image or PDF (OpenAI's
+// input_image and image_url parts), the "data" of an object whose
+// "media_type" is one (Anthropic's image and document sources), or starts
+// with a PNG, JPEG, GIF, WebP or PDF header, its whole data is an image,
+// billed by its pixel size (ImageTokens, about width*height/750 after the
+// API's downscaling; from the data's length when no frame header can be
+// found), or a PDF, estimated from its size. That holds when the data does
+// not decode (a transcript's copy with a secret scrubber's marker in it, a
+// bad length, stray characters; see imageData). Any other run (redacted
+// thinking, base64 in a tool result) counts as text. Everything is one
+// pass over the bytes with a 128 KB table of byte pairs, 64 bytes at a
+// time, without allocating (see BenchmarkEstimate1MB and
+// TestEstimateAllocs).
 package tokens
 
 import (
@@ -195,27 +202,47 @@ func (t *table) word(w uint64) uint32 {
 // estimate is Estimate with t's weights.
 func (t *table) estimate(raw []byte) int {
 	var total, extra int
+	lo := 0                 // where the look-back for a payload's string stops
 	runStart, runW := -1, 0 // the current run of all-base64 blocks and its weight
 	i := 0
 	le := binary.LittleEndian
-	for ; i+blockSize <= len(raw); i += blockSize {
-		b := raw[i : i+blockSize : i+blockSize]
-		s := t.word(le.Uint64(b[0:])) + t.word(le.Uint64(b[8:])) + t.word(le.Uint64(b[16:])) + t.word(le.Uint64(b[24:])) +
-			t.word(le.Uint64(b[32:])) + t.word(le.Uint64(b[40:])) + t.word(le.Uint64(b[48:])) + t.word(le.Uint64(b[56:]))
-		w := int(s & (b64Flag - 1))
-		total += w
-		if s>>15 == blockSize/2 { // every pair is base64 alphabet
-			if runStart < 0 {
-				runStart, runW = i, 0
+	for {
+		for i+blockSize <= len(raw) {
+			b := raw[i : i+blockSize : i+blockSize]
+			s := t.word(le.Uint64(b[0:])) + t.word(le.Uint64(b[8:])) + t.word(le.Uint64(b[16:])) + t.word(le.Uint64(b[24:])) +
+				t.word(le.Uint64(b[32:])) + t.word(le.Uint64(b[40:])) + t.word(le.Uint64(b[48:])) + t.word(le.Uint64(b[56:]))
+			w := int(s & (b64Flag - 1))
+			if s>>15 == blockSize/2 { // every pair is base64 alphabet
+				if runStart < 0 {
+					runStart, runW = i, 0
+				}
+				runW += w
+				total += w
+				i += blockSize
+				continue
 			}
-			runW += w
-		} else if runStart >= 0 {
-			total, extra = t.payload(raw, runStart, i, runW, total, extra)
-			runStart = -1
+			if runStart >= 0 {
+				var next int
+				total, extra, lo, next = t.payload(raw, lo, runStart, i, runW, total, extra)
+				runStart = -1
+				if next > i { // the payload covers this block: go on after it
+					i = next
+					continue
+				}
+			}
+			total += w
+			i += blockSize
 		}
-	}
-	if runStart >= 0 {
-		total, extra = t.payload(raw, runStart, i, runW, total, extra)
+		if runStart < 0 {
+			break
+		}
+		var next int
+		total, extra, lo, next = t.payload(raw, lo, runStart, i, runW, total, extra)
+		runStart = -1
+		if next <= i {
+			break
+		}
+		i = next
 	}
 	for ; i < len(raw); i++ {
 		total += int(t.one[raw[i]])
@@ -225,46 +252,46 @@ func (t *table) estimate(raw []byte) int {
 
 // payload takes the payload around the all-base64 blocks raw[rs:re]
 // (whose weight is runW) out of the text total, if it is one, and bills
-// its tokens instead.
-func (t *table) payload(raw []byte, rs, re, runW, total, extra int) (int, int) {
-	p0, p1, tok, ok := payloadSpan(raw, rs, re)
+// its tokens instead. Everything before re is in total; next is where
+// counting resumes: re, or the payload's end when it reaches past re.
+func (t *table) payload(raw []byte, lo, rs, re, runW, total, extra int) (total2, extra2, lo2, next int) {
+	p0, p1, tok, ok, lo := payloadSpan(raw, lo, rs, re)
 	if !ok {
-		return total, extra
+		return total, extra, lo, re
 	}
 	total -= runW
 	for _, c := range raw[p0:rs] {
 		total -= int(t.one[c])
 	}
-	for _, c := range raw[re:p1] {
-		total -= int(t.one[c])
-	}
-	return total, extra + tok
+	return total, extra + tok, lo, p1
 }
 
 // payloadSpan extends the all-base64 blocks raw[rs:re] to the whole run of
-// base64 alphabet around them, raw[p0:p1], and decides what it is: the
-// tokens to bill and true for a payload that is not text.
-func payloadSpan(raw []byte, rs, re int) (p0, p1, tok int, ok bool) {
+// base64 alphabet around them (not before lo), and decides what it is:
+// for a payload that is not text, the bytes it covers, raw[p0:p1] (p0 <=
+// rs, p1 >= re; for image and PDF data the data's whole span, see
+// imageData), the tokens to bill for them and true. lo2 is where the
+// next payload's look-back stops: the end of this payload or of a run
+// judged not to be one, so that no byte is looked back at twice.
+func payloadSpan(raw []byte, lo, rs, re int) (p0, p1, tok int, ok bool, lo2 int) {
 	p0, p1 = rs, re
-	for p0 > 0 && isBase64(raw[p0-1]) {
+	for p0 > lo && isBase64(raw[p0-1]) {
 		p0--
 	}
 	for p1 < len(raw) && isBase64(raw[p1]) {
 		p1++
 	}
 	if p1-p0 < MinPayload+1 || p0 == 0 {
-		return p0, p1, 0, false
+		return p0, p1, 0, false, lo
 	}
 	before := raw[:p0]
-	switch {
-	case bytes.HasSuffix(before, []byte(`"signature":"`)), bytes.HasSuffix(before, []byte(`"encrypted_content":"`)):
-		return p0, p1, 0, true
-	case before[p0-1] == '"' || bytes.HasSuffix(before, []byte(";base64,")):
-		if tok, ok := payloadTokens(raw[p0:p1]); ok {
-			return p0, p1, tok, true
-		}
+	if bytes.HasSuffix(before, []byte(`"signature":"`)) || bytes.HasSuffix(before, []byte(`"encrypted_content":"`)) {
+		return p0, p1, 0, true, p1
 	}
-	return p0, p1, 0, false
+	if d0, d1, tok, ok := imageData(raw, lo, p0, p1); ok {
+		return d0, d1, tok, true, d1
+	}
+	return p0, p1, 0, false, p1
 }
 
 // counts returns, per class, the bytes Estimate bills as text, and the
@@ -272,32 +299,50 @@ func payloadSpan(raw []byte, rs, re int) (p0, p1, tok int, ok bool) {
 // way, for fitting and for checking the fast path.
 func counts(raw []byte) (c [nClasses]int, extra int) {
 	excluded := make([]bool, len(raw))
-	runStart, inRun := 0, false
-	flush := func(end int) {
-		if inRun {
-			if p0, p1, tok, ok := payloadSpan(raw, runStart, end); ok {
-				extra += tok
-				for j := p0; j < p1; j++ {
-					excluded[j] = true
-				}
-			}
+	lo, runStart := 0, -1
+	// flush decides the run that ends at end and returns where the block
+	// walk goes on.
+	flush := func(end int) int {
+		p0, p1, tok, ok, lo2 := payloadSpan(raw, lo, runStart, end)
+		runStart, lo = -1, lo2
+		if !ok {
+			return end
 		}
-		inRun = false
+		extra += tok
+		for j := p0; j < p1; j++ {
+			excluded[j] = true
+		}
+		return max(end, p1)
 	}
 	i := 0
-	for ; i+blockSize <= len(raw); i += blockSize {
+	for i+blockSize <= len(raw) || runStart >= 0 {
+		if i+blockSize > len(raw) { // a run reaches the last whole block
+			if next := flush(i); next > i {
+				i = next
+				continue
+			}
+			break
+		}
 		all := true
 		for _, x := range raw[i : i+blockSize] {
 			all = all && isBase64(x)
 		}
 		switch {
-		case all && !inRun:
-			runStart, inRun = i, true
-		case !all:
-			flush(i)
+		case all:
+			if runStart < 0 {
+				runStart = i
+			}
+			i += blockSize
+		case runStart >= 0:
+			if next := flush(i); next > i {
+				i = next
+			} else {
+				i += blockSize
+			}
+		default:
+			i += blockSize
 		}
 	}
-	flush(i)
 	for j, x := range raw {
 		if !excluded[j] {
 			c[classOf(x)]++

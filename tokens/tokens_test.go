@@ -231,6 +231,7 @@ func TestImageTokens(t *testing.T) {
 		{4000, 200, 164},     // edge cap: 1568 x 78
 		{491, 1924, 837},     // edge cap: 400 x 1568 (the WebP in the real data)
 		{20000, 20000, 1599}, // huge
+		{40000, 1, 1},        // edge cap to 1568 x 0.04: still a token
 	} {
 		t.Run(fmt.Sprint(tc.w, "x", tc.h), func(t *testing.T) {
 			if got := ImageTokens(tc.w, tc.h); got != tc.want {

@@ -33,6 +33,10 @@ type jsonReport struct {
 		CostRatio  float64 `json:"cost_ratio"`
 		Events     int     `json:"events"`
 		OrigUSD    float64 `json:"orig_usd"`
+		// estimates of the requests, against the overflow line
+		PeakOrigTokens int `json:"peak_orig_tokens"`
+		OverLine       int `json:"over_line"`
+		OrigOverLine   int `json:"orig_over_line"`
 	} `json:"total"`
 	Prices   map[string]json.RawMessage `json:"prices"`
 	Sessions []struct {
@@ -83,6 +87,53 @@ func TestReplayText(t *testing.T) {
 	}
 	for _, want := range []string{"ctxguard replay:", "TOTAL", "cost orig", "quote retention", "token estimate vs API usage"} {
 		if !strings.Contains(out, want) {
+			t.Errorf("text output lacks %q", want)
+		}
+	}
+}
+
+// At a 16K window the test transcripts compact: the JSON and the text
+// say what each summary kept of the messages it replaced.
+func TestReplayRecall(t *testing.T) {
+	out, _, err := runArgs(t, false, "--window", "16k", "--json", ccDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type count struct{ Found, Total int }
+	var r struct {
+		Total struct {
+			Summaries int              `json:"summaries"`
+			Recall    map[string]count `json:"recall"`
+		} `json:"total"`
+		Sessions []struct {
+			SummaryRecall []struct {
+				Messages int              `json:"messages"`
+				Recall   map[string]count `json:"recall"`
+			} `json:"summary_recall"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	n, requests := 0, 0
+	for _, s := range r.Sessions {
+		for _, sr := range s.SummaryRecall {
+			n++
+			requests += sr.Recall["user_requests"].Total
+			if sr.Messages <= 0 {
+				t.Errorf("a summary of %d messages", sr.Messages)
+			}
+		}
+	}
+	if r.Total.Summaries == 0 || n != r.Total.Summaries || requests == 0 || r.Total.Recall["user_requests"].Total != requests || len(r.Total.Recall) != 7 {
+		t.Errorf("%d compactions, %d measured, %d requests in their spans, total recall %v", r.Total.Summaries, n, requests, r.Total.Recall)
+	}
+	text, _, err := runArgs(t, false, "--window", "16k", "--requests", ccDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"what the agent keeps:", "the user's requests", "summary of request"} {
+		if !strings.Contains(text, want) {
 			t.Errorf("text output lacks %q", want)
 		}
 	}
