@@ -281,7 +281,7 @@ type Deps struct {
 	// Log receives the passes' background work (default: discard).
 	Log *slog.Logger
 	// Summarizer writes compaction summaries; nil writes them without a
-	// model (compact.Extract).
+	// model (the extractive summary).
 	Summarizer compact.Summarizer
 	// Now is the clock (default time.Now).
 	Now func() time.Time

@@ -35,7 +35,7 @@ type reloader struct {
 // configuration stays).
 func (r *reloader) reload() {
 	var sf serveFlags
-	next, err := loadConfig("serve", serveHelp, r.args, io.Discard, &sf)
+	next, err := loadConfig("serve", serveHelp, r.args, io.Discard, &sf, nil)
 	var rl ctxguard.Reloaded
 	if err == nil {
 		if next.Listen == r.listen {
