@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/launch"
 )
 
 // baseURL is the URL clients reach serve at: public_url when set, else
@@ -26,17 +27,34 @@ func baseURL(cfg config.Config) string {
 }
 
 // clientHints is what serve prints when it starts: for each client, the
-// line that points it at ctxguard (a variable to export or a flag to
-// pass, for that process only: no file of the client's is edited), the
-// routes, and the dashboard's URL.
+// line that points it at ctxguard for that process only, as `ctxguard run`
+// does it (launch.Point: a variable to set or a flag to pass; no file of
+// the client's is edited), the line that starts it through ctxguard run,
+// the routes, and the dashboard's URL.
 func clientHints(cfg config.Config) string {
 	base := baseURL(cfg)
+	line := func(k launch.Kind, command string) string {
+		s := launch.Point(k, nil, nil, base, "")
+		words := append(slices.Clone(s.Vars), command)
+		for _, a := range s.Args {
+			words = append(words, shellQuote(a))
+		}
+		return strings.Join(words, " ")
+	}
+	sdk := launch.Point(launch.Other, nil, nil, base, "")
+	run := "ctxguard run claude (or codex, opencode, -- any command)"
+	if cfg.PublicURL == "" && cfg.Listen != config.Defaults().Listen {
+		run = "ctxguard run --listen " + cfg.Listen + " claude (or codex, opencode, -- any command)"
+	}
 	rows := [][2]string{
-		{"Claude Code", "ANTHROPIC_BASE_URL=" + base + " claude"},
-		{"Codex CLI", "codex -c openai_base_url=" + base + "/v1"},
-		{"opencode", `OPENCODE_CONFIG_CONTENT='{"provider":{"openai":{"options":{"baseURL":"` + base + `/v1"}}}}' opencode`},
-		{"OpenAI SDKs", "export OPENAI_BASE_URL=" + base + "/v1"},
-		{"Anthropic SDKs", "export ANTHROPIC_BASE_URL=" + base},
+		{"Claude Code", line(launch.Claude, "claude")},
+		{"Codex CLI", line(launch.Codex, "codex")},
+		{"opencode", line(launch.Opencode, "opencode")},
+		{"the SDKs", "export " + strings.Join(sdk.Vars, " ")},
+		{"or, any of them", run},
+	}
+	if cfg.PublicURL != "" {
+		rows = rows[:len(rows)-1] // run starts or finds a ctxguard on this machine
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Routes)) {
 		rows = append(rows, [2]string{"route " + name, "base URL " + base + config.RoutePrefix(name) + "/v1 (to " + config.RedactURL(cfg.Routes[name]) + ")"})
@@ -51,7 +69,7 @@ func clientHints(cfg config.Config) string {
 		fmt.Fprintf(&b, "  %-*s  %s\n", width, r[0], r[1])
 	}
 	if cfg.AuthToken != "" {
-		b.WriteString("Every request must carry the auth token in X-Ctxguard-Token (Claude Code: ANTHROPIC_CUSTOM_HEADERS='X-Ctxguard-Token: <token>').\n")
+		b.WriteString("Every request must carry the auth token in X-Ctxguard-Token (Claude Code: ANTHROPIC_CUSTOM_HEADERS='X-Ctxguard-Token: <token>'; ctxguard run sets it).\n")
 	}
 	switch {
 	case !cfg.Dashboard.Enabled:
@@ -62,6 +80,15 @@ func clientHints(cfg config.Config) string {
 		fmt.Fprintf(&b, "Dashboard: %s/ctxguard/\n", base)
 	}
 	return b.String()
+}
+
+// shellQuote returns s as one shell word: as it is when it holds only
+// characters no shell treats specially, else in single quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // probeTimeout bounds the start-up check of each upstream: resolving its

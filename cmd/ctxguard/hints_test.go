@@ -29,11 +29,11 @@ func TestClientHints(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.Listen = "127.0.0.1:40571" // port 0, once bound
 	want := `ctxguard serves on http://127.0.0.1:40571. Point a client at it:
-  Claude Code     ANTHROPIC_BASE_URL=http://127.0.0.1:40571 claude
-  Codex CLI       codex -c openai_base_url=http://127.0.0.1:40571/v1
-  opencode        OPENCODE_CONFIG_CONTENT='{"provider":{"openai":{"options":{"baseURL":"http://127.0.0.1:40571/v1"}}}}' opencode
-  OpenAI SDKs     export OPENAI_BASE_URL=http://127.0.0.1:40571/v1
-  Anthropic SDKs  export ANTHROPIC_BASE_URL=http://127.0.0.1:40571
+  Claude Code      ANTHROPIC_BASE_URL=http://127.0.0.1:40571 claude
+  Codex CLI        codex -c 'openai_base_url="http://127.0.0.1:40571/v1"'
+  opencode         ANTHROPIC_BASE_URL=http://127.0.0.1:40571/v1 OPENAI_BASE_URL=http://127.0.0.1:40571/v1 opencode
+  the SDKs         export ANTHROPIC_BASE_URL=http://127.0.0.1:40571 OPENAI_BASE_URL=http://127.0.0.1:40571/v1
+  or, any of them  ctxguard run --listen 127.0.0.1:40571 claude (or codex, opencode, -- any command)
 Dashboard: http://127.0.0.1:40571/ctxguard/
 `
 	if d := cmp.Diff(want, clientHints(cfg)); d != "" {
@@ -45,13 +45,15 @@ Dashboard: http://127.0.0.1:40571/ctxguard/
 		mutate    func(*config.Config)
 		want, not []string
 	}{
+		{"the default address", func(c *config.Config) { c.Listen = config.Defaults().Listen },
+			[]string{"  or, any of them  ctxguard run claude (or codex, opencode, -- any command)\n"}, []string{"--listen"}},
 		{"every interface", func(c *config.Config) { c.Listen = "0.0.0.0:8787"; c.AuthToken = "0123456789abcdef-secret" },
 			[]string{"ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude", "X-Ctxguard-Token: <token>"}, []string{"secret"}},
 		{"public URL", func(c *config.Config) { c.PublicURL = "https://ctxguard.team.example" },
-			[]string{"codex -c openai_base_url=https://ctxguard.team.example/v1", "Dashboard: https://ctxguard.team.example/ctxguard/"}, []string{"127.0.0.1"}},
+			[]string{`codex -c 'openai_base_url="https://ctxguard.team.example/v1"'`, "Dashboard: https://ctxguard.team.example/ctxguard/"}, []string{"127.0.0.1", "ctxguard run"}},
 		{"routes", func(c *config.Config) {
 			c.Routes = map[string]string{"zeta": "https://z.example/api", "openrouter": "https://u:pw@openrouter.ai/api"}
-		}, []string{"  route openrouter  base URL http://127.0.0.1:40571/x/openrouter/v1 (to https://u:xxxxx@openrouter.ai/api)\n  route zeta"}, []string{":pw@"}},
+		}, []string{"  route openrouter  base URL http://127.0.0.1:40571/x/openrouter/v1 (to https://u:xxxxx@openrouter.ai/api)\n  route zeta  "}, []string{":pw@"}},
 		{"dashboard off", func(c *config.Config) { c.Dashboard.Enabled = false }, []string{"Dashboard: off (dashboard.enabled: false)"}, []string{"/ctxguard/"}},
 		{"local endpoints off", func(c *config.Config) { c.Local.Access = "off" }, []string{"Dashboard: off (local.access: off)"}, nil},
 	} {
@@ -269,5 +271,20 @@ func TestServeSaysWhatToDo(t *testing.T) {
 	var ee *exec.ExitError
 	if err := cmd.Wait(); err != nil && !errors.As(err, &ee) {
 		t.Fatal(err)
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"-c":                              "-c",
+		`openai_base_url="http://h:1/v1"`: `'openai_base_url="http://h:1/v1"'`,
+		"http://127.0.0.1:8787/v1":        "http://127.0.0.1:8787/v1",
+		"it's":                            `'it'\''s'`,
+		"":                                "''",
+		"a b":                             "'a b'",
+	} {
+		if got := shellQuote(in); got != want {
+			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+		}
 	}
 }
