@@ -69,6 +69,8 @@ func TestCommandLine(t *testing.T) {
 		{name: "mistyped serve flag", args: []string{"serve", "--upstreem", "http://x"}, code: 2, stderrOnce: "ctxguard serve: flag provided but not defined: -upstreem (did you mean --upstream?)"},
 		{name: "mistyped config flag", args: []string{"config", "--int"}, code: 2, stderrOnce: "flag provided but not defined: -int (did you mean --init?)"},
 		{name: "mistyped replay flag", args: []string{"replay", "--jsno"}, code: 2, stderrOnce: "flag provided but not defined: -jsno (did you mean --json?)"},
+		{name: "mistyped run flag", args: []string{"run", "--lisen", "127.0.0.1:1", "--", "true"}, code: 2, stderrOnce: "ctxguard run: flag provided but not defined: -lisen (did you mean --listen?)"},
+		{name: "mistyped command run", args: []string{"rnu"}, code: 2, stderrOnce: `unknown command "rnu" (did you mean "run"?)`},
 		{name: "mistyped bench flag", args: []string{"bench", "--duraton", "1s"}, code: 2, stderrOnce: "flag provided but not defined: -duraton (did you mean --duration?)"},
 		{name: "mistyped flag, one dash", args: []string{"serve", "-dryrun"}, code: 2, stderrOnce: "(did you mean --dry-run?)"},
 		{name: "upstream ending in /v1", args: []string{"config", "--upstream", "http://gw.example:8080/v1"}, code: 1,
