@@ -219,7 +219,10 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 				return r.Text, err
 			},
 			BlobURL: func(id string) string { return "/ctxguard/v1/blobs/" + id },
+			Store:   g.store,
+			Log:     g.log,
 		})
+		g.dash.Store(d)
 		g.bus.Subscribe(d)
 		d.Register(handle)
 	}

@@ -202,7 +202,11 @@ type SessionReport struct {
 	// rewritten by ("anthropic", "responses"); it picks the cost model.
 	Protocol string `json:"protocol,omitempty"`
 	// Model is the model the replayed requests name (the first one).
-	Model     string    `json:"model"`
+	Model string `json:"model"`
+	// Line is the overflow line the rewriter held the session's last
+	// request to (its model's window less its maximum output, in
+	// estimated tokens), 0 when unknown; the charts draw it.
+	Line      int       `json:"overflow_line,omitempty"`
 	Sidechain bool      `json:"sidechain,omitempty"`
 	Parent    string    `json:"parent,omitempty"`
 	Load      LoadStats `json:"load"`
@@ -256,6 +260,9 @@ func (sr *SessionReport) fill(st *SessionStat, stream []Request, usage []*transc
 			Index: i, OrigTokens: r.OrigTokens, SentTokens: r.SentTokens,
 			OrigCost: r.OrigCost, SentCost: r.SentCost, OrigBPCost: r.OrigBPCost, SentBPCost: r.SentBPCost,
 			Event: r.Event, Summary: r.Summary != nil,
+		}
+		if r.Line > 0 {
+			sr.Line = r.Line
 		}
 		if i < len(stream) && stream[i].Reset {
 			rr.Reset = true

@@ -147,6 +147,9 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 				return Outcome{}, fmt.Errorf("not rewritten: %s", res.Skipped)
 			}
 			out := Outcome{Body: res.Body, Reported: res.Event, Failed: res.Err}
+			if w, mo := res.Model.Window, res.Model.MaxOutput; w > mo && mo > 0 {
+				out.Line = w - mo
+			}
 			if res.Compaction != "" {
 				rec, err := compact.ReadRecord(context.Background(), mem, res.Compaction)
 				if err != nil {

@@ -15,9 +15,11 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/protocol"
+	"github.com/ctxguard/ctxguard/replay/chart"
 	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/transcript"
@@ -155,6 +157,21 @@ func TestDefaultPipeline(t *testing.T) {
 	rep := testdataReport(t, p)
 	checkSums(t, rep)
 	t.Logf("tokens %.3f cost %.3f bp %.3f events %d invalid %d quotes %+v", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.BPCostRatio, rep.Total.Events, rep.Total.Invalid, rep.Total.Quotes)
+	// Each session knows the overflow line the Guard held it to, which
+	// its chart draws.
+	for _, s := range rep.Sessions {
+		if len(s.PerRequest) == 0 {
+			continue
+		}
+		m := model.Lookup(s.Model)
+		if s.Line != m.Window-m.MaxOutput {
+			t.Errorf("%s (%s): overflow line %d, want %d − %d", s.ID, s.Model, s.Line, m.Window, m.MaxOutput)
+		}
+		marks, err := chart.ReadMarks(SessionSVG(&s))
+		if err != nil || marks.Line != s.Line {
+			t.Errorf("%s: chart overflow line %d (%v), want %d", s.ID, marks.Line, err, s.Line)
+		}
+	}
 }
 
 // checkSums checks the report's internal arithmetic.

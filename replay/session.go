@@ -58,6 +58,10 @@ type Outcome struct {
 	// Summary is the summarizer call of a compaction this request
 	// carries for the first time, or nil.
 	Summary *SummaryCall
+	// Line is the overflow line the rewriter held the request to: its
+	// model's window less its maximum output, in estimated tokens; 0 when
+	// the rewriter does not say.
+	Line int
 	// Compaction is the compaction this request carries for the first
 	// time, or nil: its summary's fact recall is measured (recall.go).
 	Compaction *Compaction
@@ -147,6 +151,8 @@ type RequestStat struct {
 	// OverLine and OrigOverLine: the sent and the original request's
 	// estimate is above Options.Line.
 	OverLine, OrigOverLine bool
+	// Line is the rewriter's overflow line for the request (Outcome.Line).
+	Line int
 	// Recall is the fact recall of the compaction this request carried
 	// first (Outcome.Compaction), or nil.
 	Recall *SummaryRecall
@@ -419,7 +425,7 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 			OrigTokens: po.Tokens(), SentTokens: ps.Tokens(),
 			OrigRead: prompt.PrefixRead(prevOrig, po), SentRead: prompt.PrefixRead(prevSent, ps),
 			OrigBPRead: bpOrig.Read(po), SentBPRead: bpSent.Read(ps),
-			Reported: out.Reported, Failed: out.Failed,
+			Reported: out.Reported, Failed: out.Failed, Line: out.Line,
 		}
 		if cm.Automatic {
 			r.OrigBPRead, r.SentBPRead = r.OrigRead, r.SentRead

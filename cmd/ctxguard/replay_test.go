@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxguard/ctxguard/replay/chart"
 )
 
 // The transcripts of package transcript's tests.
@@ -167,6 +169,26 @@ func TestReplayChart(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "chart: "+path) {
 		t.Errorf("stderr %q does not name the chart", errOut)
+	}
+}
+
+// TestReplayChartLine: --chart draws each session's overflow line, the
+// window less the maximum output (--window 20k: 20,000 − 2,500).
+func TestReplayChartLine(t *testing.T) {
+	dir := t.TempDir() + "/"
+	if _, errOut, err := runArgs(t, false, "--window", "20k", "--chart", dir, ccDir); err != nil {
+		t.Fatal(err, errOut)
+	}
+	files, _ := filepath.Glob(dir + "*.svg")
+	if len(files) == 0 {
+		t.Fatal("no chart written")
+	}
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		m, err := chart.ReadMarks(b)
+		if err != nil || m.Line != 17_500 {
+			t.Errorf("%s: overflow line %d (%v), want 17500", filepath.Base(f), m.Line, err)
+		}
 	}
 }
 
