@@ -19,6 +19,7 @@
 package conversation
 
 import (
+	"strconv"
 	"unsafe"
 
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
@@ -69,8 +70,14 @@ const (
 	Document
 )
 
+var kindNames = [...]string{"opaque", "text", "tool_call", "tool_result", "thinking", "redacted_thinking", "image", "document"}
+
+// String returns the kind's name, or "kind(N)" for a value no kind has.
 func (k Kind) String() string {
-	return [...]string{"opaque", "text", "tool_call", "tool_result", "thinking", "redacted_thinking", "image", "document"}[k]
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // Conversation is one request's messages, found as byte spans.
@@ -123,7 +130,8 @@ type Dialect interface {
 	// message is rewritten whole (ReplaceMessage): its own bytes, or a
 	// normalized form (a text block without its cache marker, say), or
 	// nil when the block cannot stay without the tool calls and results
-	// that are dropped (the Responses API's reasoning items).
+	// that are dropped (the Responses API's reasoning items, the Messages
+	// API's whitespace-only text).
 	KeptBlock(c *Conversation, m *Message, b *Block) []byte
 	// ReplaceMessage returns the span to replace and the bytes that make
 	// message mi hold exactly blocks (each from KeptBlock or AppendText),
