@@ -77,9 +77,12 @@ func (g *Guard) build(cfg config.Config, prev *setup) (*setup, error) {
 			break
 		}
 		ups := map[string]string{"anthropic": cfg.Upstreams.Anthropic, "openai": cfg.Upstreams.OpenAI}
-		if s.summarizer, err = summarize.New(cfg.Compact.Summarizer, g.protocols, ups, nil, g.log); err != nil {
+		sc, err := summarize.New(cfg.Compact.Summarizer, g.protocols, ups, nil, g.log)
+		if err != nil {
 			return nil, err
 		}
+		sc.Now = g.now
+		s.summarizer = sc
 		sameSummarizer = false
 	default:
 		sameSummarizer = prev == nil || prev.summarizer == nil

@@ -493,9 +493,13 @@ func (s *planState) summary(cur int, env *pipeline.Env) (*record, error) {
 		return nil, nil
 	}
 	var rec *record
-	if job != nil && wait {
-		s.now.waited = true
-		rec = job.wait(s.r.Ctx, s.p.cfg.Wait)
+	if job != nil && wait && !job.probe {
+		// Only while the summarizer's breaker is closed: not for a call
+		// cut short, nor for another job's probe.
+		if ok, probe := s.p.allows(env.Protocol, s.r.Conv.Model); ok && !probe {
+			s.now.waited = true
+			rec = job.wait(s.r.Ctx, s.p.cfg.Wait)
+		}
 	}
 	if rec != nil {
 		return rec, nil
