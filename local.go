@@ -14,11 +14,13 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/dashboard"
+	"github.com/ctxguard/ctxguard/internal/breaker"
 	"github.com/ctxguard/ctxguard/metrics"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/summarize"
 )
 
 // Local returns the handler of ctxguard's own endpoints, which the proxy
@@ -187,6 +189,18 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// summarizerBreakers returns the state of the summarizer's circuit
+// breakers, one per upstream and model it called; none for a summarizer
+// without them (WithSummarizer's, or none).
+func (g *Guard) summarizerBreakers() []summarize.BreakerStatus {
+	if c, ok := g.current().summarizer.(interface {
+		Breakers() []summarize.BreakerStatus
+	}); ok {
+		return c.Breakers()
+	}
+	return nil
+}
+
 // mountObservers subscribes the metrics and the dashboard to the records
 // and serves them, as configured.
 func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *http.Request) error)) {
@@ -195,6 +209,13 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 	}
 	if g.cfg.Metrics.Enabled {
 		m := metrics.New()
+		m.SetBreakers("summarizer", func() []breaker.Status {
+			var out []breaker.Status
+			for _, b := range g.summarizerBreakers() {
+				out = append(out, b.Status)
+			}
+			return out
+		})
 		g.bus.Subscribe(m)
 		handle("GET /metrics", serve(m.Handler()))
 	}
@@ -213,6 +234,21 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 				return r.Text, err
 			},
 			BlobURL: func(id string) string { return "/ctxguard/v1/blobs/" + id },
+			Breakers: func() []dashboard.BreakerView {
+				var out []dashboard.BreakerView
+				for _, b := range g.summarizerBreakers() {
+					v := dashboard.BreakerView{Dependency: "summarizer", Upstream: b.Upstream, Model: b.Model, State: b.State.String(),
+						Since: b.Since, Fails: b.Fails, Trips: b.Trips, Refused: b.Refused}
+					if b.Err != nil {
+						v.Error = b.Err.Error()
+					}
+					if !b.Until.IsZero() {
+						v.Until = &b.Until
+					}
+					out = append(out, v)
+				}
+				return out
+			},
 		})
 		g.bus.Subscribe(d)
 		d.Register(handle)

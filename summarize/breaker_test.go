@@ -170,7 +170,7 @@ func TestBreakerHung(t *testing.T) {
 	if st := onlyBreaker(t, c); st.State != breaker.Probing || st.Trips != 1 {
 		t.Fatalf("after the overdue call: %+v", st)
 	}
-	if ok, _ := c.Allows(job("anthropic", "m")); ok {
+	if ok, _ := c.Allows(job("anthropic", "m"), false); ok {
 		t.Error("Allows says a call would be made while the hung call probes")
 	}
 	n := len(ant.MessagesRequests())

@@ -308,8 +308,9 @@ func openError(t target, br *breaker.Breaker) error {
 }
 
 // Allows implements compact.Breaker: whether a call for j would be made
-// now, and whether it would be the probe of a breaker that opened.
-func (c *Client) Allows(j *compact.Job) (ok, probe bool) {
+// now, and whether it would be the probe of a breaker that opened; with
+// count, a refusal counts as a call refused.
+func (c *Client) Allows(j *compact.Job, count bool) (ok, probe bool) {
 	if c.cfg.Mode == "none" {
 		return false, false
 	}
@@ -317,7 +318,11 @@ func (c *Client) Allows(j *compact.Job) (ok, probe bool) {
 	if err != nil {
 		return true, false // Summarize says what is wrong
 	}
-	return c.breaker(target{upstreamName(base), model}).Check()
+	br := c.breaker(target{upstreamName(base), model})
+	if ok, probe = br.Check(); !ok && count {
+		br.Refuse()
+	}
+	return ok, probe
 }
 
 // BreakerStatus is the state of the breaker of one upstream and model.

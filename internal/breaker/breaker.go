@@ -292,6 +292,14 @@ func (b *Breaker) Status() Status {
 	return s
 }
 
+// Refuse counts a call its caller did not make because Check said the
+// breaker would refuse it.
+func (b *Breaker) Refuse() {
+	b.mu.Lock()
+	b.refused++
+	b.mu.Unlock()
+}
+
 // Check reports what Allow would answer now, without taking the probe
 // or counting a refusal: whether a call would be let through, and
 // whether it would be the probe.

@@ -207,6 +207,10 @@ func TestCheck(t *testing.T) {
 	if n := b.Status().Refused; n != 0 {
 		t.Errorf("Check counted %d refusals", n)
 	}
+	b.Refuse()
+	if n := b.Status().Refused; n != 1 {
+		t.Errorf("Refuse counted %d refusals, want 1", n)
+	}
 }
 
 // TestProbeNow: Probe takes the probe of an open breaker before its

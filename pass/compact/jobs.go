@@ -58,13 +58,13 @@ type job struct {
 
 // allows asks the summarizer's breaker, if it has one, whether a call
 // for a session's request (its protocol and model) would be made now,
-// and whether it would be a probe.
-func (p *Pass) allows(proto, model string) (ok, probe bool) {
+// and whether it would be a probe; with count, a refusal is counted.
+func (p *Pass) allows(proto, model string, count bool) (ok, probe bool) {
 	b, isB := p.sum.(Breaker)
 	if !isB {
 		return true, false
 	}
-	return b.Allows(&Job{Protocol: proto, Model: model})
+	return b.Allows(&Job{Protocol: proto, Model: model}, count)
 }
 
 func (j *jobs) init(p *Pass, timeout time.Duration) {
@@ -103,7 +103,7 @@ func (j *jobs) start(s *planState, env *pipeline.Env) *job {
 		}
 		delete(j.failed, key)
 	}
-	ok, probe := p.allows(env.Protocol, s.r.Conv.Model)
+	ok, probe := p.allows(env.Protocol, s.r.Conv.Model, false)
 	if !ok {
 		return nil // the summarizer is known to fail: no call, no wait
 	}

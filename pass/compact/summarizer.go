@@ -55,8 +55,10 @@ var ErrBreakerOpen = breaker.ErrOpen
 type Breaker interface {
 	// Allows reports whether a call for j (its Protocol and Model) would
 	// be made now, and whether it would be the probe of a breaker that
-	// opened.
-	Allows(j *Job) (ok, probe bool)
+	// opened. With count, a refusal is counted as a call refused:
+	// compaction counts the summary it writes without a model because
+	// of the breaker, not each request that asked while its span waited.
+	Allows(j *Job, count bool) (ok, probe bool)
 }
 
 // Summary is a summarizer's answer.
