@@ -31,6 +31,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/dashboard"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
@@ -83,7 +84,8 @@ type Guard struct {
 	recent   *recent
 
 	localOnce sync.Once
-	localMux  http.Handler // the local endpoints (Local)
+	localMux  http.Handler                        // the local endpoints (Local)
+	dash      atomic.Pointer[dashboard.Dashboard] // the dashboard, once Local mounted it
 }
 
 // outBufs holds buffers for rewritten bodies.
@@ -281,7 +283,7 @@ type Deps struct {
 	// Log receives the passes' background work (default: discard).
 	Log *slog.Logger
 	// Summarizer writes compaction summaries; nil writes them without a
-	// model (compact.Extract).
+	// model (the extractive summary).
 	Summarizer compact.Summarizer
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -428,9 +430,15 @@ type Result struct {
 	// entry).
 	RequestModel string
 	// TokensBefore and TokensAfter are estimates of the prompt sent by
-	// the client and by ctxguard.
-	TokensBefore, TokensAfter int
-	Passes                    []pipeline.PassStat
+	// the client and by ctxguard; TokensAdded is the part of TokensAfter
+	// added on purpose (record.Exchange.TokensAdded).
+	TokensBefore, TokensAfter, TokensAdded int
+	// WouldSend and WouldAdd are, in a dry run, the estimates of the
+	// prompt the rewrite would have sent and of what it would have added
+	// on purpose (Body is then the client's, and TokensAfter
+	// TokensBefore).
+	WouldSend, WouldAdd int
+	Passes              []pipeline.PassStat
 	// Headers are list-header values to add upstream (name, value), such
 	// as anthropic-beta, for settings the rewrite needs.
 	Headers [][2]string
@@ -444,7 +452,8 @@ type Result struct {
 	// for the first time (compact.ReadRecord tells what it cost), or "".
 	Compaction string
 	// Skipped says why the body was not rewritten: "bypass", "invalid
-	// json", "not a messages request" or "dry run"; empty when it was.
+	// json", "not a messages request", "client compaction" or
+	// record.SkipDryRun; empty when it was.
 	Skipped string
 	// Err is a pass failure; the original body is kept (fail open).
 	Err error
@@ -485,6 +494,9 @@ func (g *Guard) newRecord(proto protocol.Protocol, h http.Header, res *Result) *
 		Stubs:        res.Stubs,
 		TokensBefore: res.TokensBefore,
 		TokensAfter:  res.TokensAfter,
+		TokensAdded:  res.TokensAdded,
+		WouldSend:    res.WouldSend,
+		WouldAdd:     res.WouldAdd,
 	}
 	if res.Model.ID != "" && res.RequestModel != "" {
 		x.ModelID = res.Model.ID
@@ -492,7 +504,7 @@ func (g *Guard) newRecord(proto protocol.Protocol, h http.Header, res *Result) *
 	switch {
 	case res.Err != nil:
 		x.Outcome, x.Error = record.FailedOpen, res.Err.Error()
-	case res.Skipped != "" && res.Skipped != "dry run":
+	case res.Skipped != "" && res.Skipped != record.SkipDryRun:
 		x.Outcome = record.Bypassed
 	case res.Changed:
 		x.Outcome = record.Rewritten
@@ -537,7 +549,7 @@ func (g *Guard) publish(x *record.Exchange) {
 func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, h http.Header, body []byte, out func(n int) []byte, urgent bool) (res Result) {
 	res = Result{Body: body, original: body}
 	if h.Get(BypassHeader) == "1" {
-		res.Skipped, res.Session = "bypass", session.Key(h, nil)
+		res.Skipped, res.Session = "bypass", session.Key(proto.Name(), h, nil)
 		return res
 	}
 	mem := g.recent.acquire(s.memoKey(memoKey(proto, h, body)), body)
@@ -554,7 +566,7 @@ func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, 
 		if errors.Is(err, protocol.ErrShape) {
 			res.Skipped = "not a messages request"
 		}
-		res.Session = session.Key(h, nil)
+		res.Session = session.Key(proto.Name(), h, nil)
 		g.log.Debug("not rewritten", "session", res.Session, "reason", err)
 		return res
 	}
@@ -569,12 +581,17 @@ func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, 
 			c.Release()
 		}
 	}()
-	res.Session = session.Key(h, c)
+	res.Session = session.Key(proto.Name(), h, c)
 	if clientCompaction(c) {
 		// The client summarizes its own history: that request goes as it
 		// came. The history it starts afterwards is short, and every
-		// decision about it is made afresh from its own messages.
+		// decision about it is made afresh from its own messages. Its
+		// record still tells its model and size.
 		res.Skipped = "client compaction"
+		res.RequestModel = c.Model
+		res.Model = s.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
+		res.TokensBefore, _ = promptTokens(c, 0, nil, nil)
+		res.TokensAfter = res.TokensBefore
 		return res
 	}
 	if prevModel != "" && extendsPrev(prev, prevPrint, c, stable) {
@@ -622,11 +639,15 @@ func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, 
 		// What is sent is usually much smaller than what came in (and
 		// cheaper to estimate than the spans the edits replaced).
 		res.TokensAfter = tokens.Estimate(run.Body)
+		res.TokensAdded = addedTokens(c, &run, res.TokensBefore, res.TokensAfter)
 	}
 	if s.cfg.DryRun {
-		res.Skipped = "dry run"
+		// The client's body goes; the record and the headers tell what
+		// would have gone instead.
+		res.Skipped = record.SkipDryRun
 		res.Notes = append(res.Notes, "dry-run: would send "+strconv.Itoa(res.TokensAfter)+" tokens")
-		res.TokensAfter = res.TokensBefore
+		res.WouldSend, res.WouldAdd = res.TokensAfter, res.TokensAdded
+		res.TokensAfter, res.TokensAdded = res.TokensBefore, 0
 		return res
 	}
 	res.Body, res.Changed, res.Headers = run.Body, run.Changed, run.Headers
@@ -639,6 +660,30 @@ func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, 
 		g.recent.dropAll()
 	}
 	return res
+}
+
+// addedTokens estimates the tokens the settings of run (the pipeline's
+// result for c) added to the prompt on purpose, the prompt estimated at
+// before tokens as it came and after as it goes. When the settings are
+// run's only edits, all the prompt grew by is theirs (so the estimates'
+// rounding shows as neither a saving nor a loss); else each setting is
+// estimated alone.
+func addedTokens(c *conversation.Conversation, run *pipeline.Result, before, after int) int {
+	if len(run.Settings) == 0 {
+		return 0
+	}
+	edits := 0
+	for _, p := range run.Passes {
+		edits += p.Edits
+	}
+	if edits == len(run.Settings) {
+		return after - before
+	}
+	n := 0
+	for _, e := range run.Settings {
+		n += tokens.Estimate(e.Repl) - tokens.Estimate(c.Bytes(e.Span))
+	}
+	return n
 }
 
 // stubs turns the edits that name blobs into the record's stubs (at most
@@ -737,8 +782,15 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	hdr := http.Header{}
 	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(res.TokensBefore))
 	hdr.Set("X-Ctxguard-Tokens-After", strconv.Itoa(res.TokensAfter))
-	if res.Changed {
-		hdr.Set("X-Ctxguard-Passes", strings.Join(rec.Applied(), ","))
+	if rec.DryRun() {
+		// What would have been sent: the body went as it came.
+		hdr.Set("X-Ctxguard-Dry-Run", "1")
+		if res.WouldSend > 0 {
+			hdr.Set("X-Ctxguard-Tokens-After", strconv.Itoa(res.WouldSend))
+		}
+	}
+	if applied := rec.Applied(); res.Changed || (rec.DryRun() && len(applied) > 0) {
+		hdr.Set("X-Ctxguard-Passes", strings.Join(applied, ","))
 	}
 	if res.Event {
 		hdr.Set("X-Ctxguard-Edit-Event", "1")
@@ -751,8 +803,15 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	if res.Err != nil {
 		hdr.Set("X-Ctxguard-Error-Id", res.ID)
 	}
-	if res.Skipped == "" || res.Skipped == "dry run" {
+	switch {
+	case res.Skipped == "":
 		hdr.Set("X-Ctxguard-Tokens-Calibrated", strconv.Itoa(rec.CalibratedAfter))
+	case rec.DryRun() && res.WouldSend > 0:
+		would := res.WouldSend
+		if rec.ModelID != "" {
+			would = g.calib.Adjust(rec.ModelID, would)
+		}
+		hdr.Set("X-Ctxguard-Tokens-Calibrated", strconv.Itoa(would))
 	}
 	out := proxy.Outcome{Body: res.Body, AddHeader: res.Headers, RespHeader: hdr, Record: rec}
 	if res.Changed {
@@ -760,7 +819,7 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 		// when the proxy is done with it.
 		out.Release = func() { outBufs.put(res.Body) }
 	}
-	if s.compact != nil && (res.Skipped == "" || res.Skipped == "dry run") && res.Err == nil {
+	if s.compact != nil && (res.Skipped == "" || res.Skipped == record.SkipDryRun) && res.Err == nil {
 		out.Recover = g.recoverer(s, proto, req.Header.Clone(), body, res, rec)
 	}
 	return out

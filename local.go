@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/protocol"
+	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/summarize"
 )
@@ -31,7 +34,9 @@ import (
 //	GET /ctxguard/v1/sessions     per-session statistics, as JSON
 //	/ctxguard/                    the dashboard (dashboard.enabled)
 //	GET /metrics                  Prometheus metrics (metrics.enabled)
-//	GET /healthz                  200 while the process serves
+//	GET /healthz                  200 while the process serves, with the
+//	                              process id in X-Ctxguard-Pid (how
+//	                              `ctxguard run` knows a ctxguard)
 //	GET /readyz                   200 when the store answers, else 503
 //
 // The dashboard and the metrics subscribe to the records (Records) when
@@ -64,6 +69,7 @@ func (g *Guard) local() http.Handler {
 	// elsewhere and carries no token, and they tell only up or down.
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set(proxy.PidHeader, strconv.Itoa(os.Getpid()))
 		io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -249,7 +255,10 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 				}
 				return out
 			},
+			Store: g.store,
+			Log:   g.log,
 		})
+		g.dash.Store(d)
 		g.bus.Subscribe(d)
 		d.Register(handle)
 	}

@@ -46,6 +46,12 @@ func (g *Guard) logExchange(x *record.Exchange) {
 	attrs = append(attrs, slog.Int("status", x.Status),
 		slog.Int("tokens_before", x.TokensBefore), slog.Int("tokens_after", x.TokensAfter),
 		slog.Int("calibrated_before", x.CalibratedBefore), slog.Int("calibrated_after", x.CalibratedAfter))
+	if x.TokensAdded != 0 {
+		attrs = append(attrs, slog.Int("tokens_added", x.TokensAdded))
+	}
+	if x.DryRun() && x.WouldSend > 0 {
+		attrs = append(attrs, slog.Int("would_send", x.WouldSend))
+	}
 	if a := x.Applied(); len(a) > 0 {
 		attrs = append(attrs, slog.String("passes", strings.Join(a, ",")))
 	}
@@ -69,6 +75,9 @@ func (g *Guard) logExchange(x *record.Exchange) {
 		ps := make([]string, len(x.Passes))
 		for i, p := range x.Passes {
 			ps[i] = p.Name + ":" + strconv.Itoa(p.Edits) + " edits:" + strconv.Itoa(p.Saved) + " bytes"
+			if p.Added != 0 {
+				ps[i] += ":" + strconv.Itoa(p.Added) + " bytes added"
+			}
 		}
 		attrs = append(attrs, slog.Any("pass_decisions", ps))
 		if len(x.Notes) > 0 {

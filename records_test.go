@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -393,6 +394,9 @@ func TestProbes(t *testing.T) {
 				res.Body.Close()
 				if res.StatusCode != want {
 					t.Errorf("GET %s: %d %s, want %d", path, res.StatusCode, b, want)
+				}
+				if pid := res.Header.Get("X-Ctxguard-Pid"); path == "/healthz" && pid != strconv.Itoa(os.Getpid()) {
+					t.Errorf("GET /healthz: X-Ctxguard-Pid %q, want this process's id %d", pid, os.Getpid())
 				}
 				if res.StatusCode == 503 && (!strings.Contains(string(b), "store does not answer") || strings.Contains(string(b), "connection refused")) {
 					t.Errorf("GET %s: %s: want the safe message, not the detail", path, b)

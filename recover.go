@@ -39,7 +39,7 @@ func (g *Guard) recoverer(s *setup, proto protocol.Protocol, h http.Header, body
 				"session", r.Session, "model", info.ID, "tokens", o.Tokens, "limit", o.Limit, "sent_estimate", sent)
 			return nil, nil, false
 		}
-		rec.TokensAfter, rec.Passes, rec.Notes, rec.Stubs = r.TokensAfter, r.Passes, r.Notes, r.Stubs
+		rec.TokensAfter, rec.TokensAdded, rec.Passes, rec.Notes, rec.Stubs = r.TokensAfter, r.TokensAdded, r.Passes, r.Notes, r.Stubs
 		g.calibrate(rec)
 		rec.Event = rec.Event || r.Event
 		if rec.Bodies != nil {

@@ -101,8 +101,16 @@ func (s *sessions) list() []SessionStats {
 }
 
 // Flush writes the stats of sessions that changed since the last flush,
-// and the calibration, to the store.
+// the calibration and the dashboard's totals of today to the store.
 func (g *Guard) Flush() {
+	if d := g.dash.Load(); d != nil {
+		ctx, cancel := storeContext()
+		err := d.Flush(ctx)
+		cancel()
+		if err != nil {
+			g.log.Warn("saving the dashboard's totals", "err", err)
+		}
+	}
 	s := &g.sessions
 	s.mu.Lock()
 	var todo []SessionStats

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"cmp"
+	"context"
 	"embed"
 	"encoding/json"
 	"io/fs"
@@ -165,9 +166,10 @@ type SessionView struct {
 	Last     time.Time `json:"last"`
 	Live     bool      `json:"live"`
 	Totals
-	// LastBefore and LastAfter are the last request's estimates;
-	// LastSent is what the gauge shows: the API's tokens of the last
-	// prompt sent when known, else the estimate.
+	// LastBefore and LastAfter are the last request's estimates (in a
+	// dry run, LastAfter is what would have been sent); LastSent is what
+	// the gauge shows: the API's tokens of the last prompt sent when
+	// known, else the estimate.
 	LastSeq     uint64         `json:"last_seq"`
 	LastBefore  int            `json:"last_before"`
 	LastAfter   int            `json:"last_after"`
@@ -175,27 +177,44 @@ type SessionView struct {
 	LastOutcome record.Outcome `json:"last_outcome"`
 	LastStatus  int            `json:"last_status"`
 	// Window is the model's context window; Full is LastSent / Window
-	// (0 when the window is unknown).
+	// (0 when the window is unknown). Line is the overflow line: the
+	// window less the model's maximum output (0 when unknown).
 	Window int     `json:"window"`
+	Line   int     `json:"overflow_line"`
 	Full   float64 `json:"full"`
+	// DryRun says the session's last request was of a dry run: its
+	// figures after are what would have been sent.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // Overview is the overview page's data.
 type Overview struct {
-	Now        time.Time     `json:"now"`
+	Now time.Time `json:"now"`
+	// Today sums today's requests (since local midnight) of every
+	// process on the store (Options.Store); TodayError says why the store
+	// could not be used for them, the last time it was tried.
 	Today      Totals        `json:"today"`
+	TodayError string        `json:"today_error,omitempty"`
 	All        Totals        `json:"since_start"`
 	ShowBodies bool          `json:"show_bodies"`
 	Sessions   []SessionView `json:"sessions"` // the most recently seen first
 }
 
-// Overview returns the overview.
+// Overview returns the overview. With a store, it reads the other
+// processes' totals of today when they were not read within a few
+// seconds.
 func (d *Dashboard) Overview() Overview {
 	now := d.o.Now()
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.rollDay(now)
-	o := Overview{Now: now, Today: d.today, All: d.all, ShowBodies: d.o.ShowBodies, Sessions: []SessionView{}}
+	d.mu.Unlock()
+	d.refreshOthers(context.Background(), now)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	o := Overview{Now: now, Today: d.today.plus(d.othersLocked()), All: d.all, ShowBodies: d.o.ShowBodies, Sessions: []SessionView{}}
+	if err := d.days.err; err != nil {
+		o.TodayError = err.Error()
+	}
 	ss := make([]*session, 0, len(d.sessions))
 	for _, s := range d.sessions {
 		ss = append(ss, s)
@@ -210,10 +229,9 @@ func (d *Dashboard) Overview() Overview {
 func (s *session) view(now time.Time) SessionView {
 	v := SessionView{Key: s.key, Client: s.client, Protocol: s.protocol, Model: s.model, ModelID: s.modelID,
 		First: s.first, Last: s.last, Live: now.Sub(s.last) < liveFor, Totals: s.totals,
-		LastOutcome: s.lastOutcome, LastStatus: s.lastStatus, Window: s.window}
-	if n := len(s.points.buf); n > 0 {
-		p := s.points.buf[(s.points.next+n-1)%n]
-		v.LastSeq, v.LastBefore, v.LastAfter, v.LastSent = p.Seq, p.Before, p.After, p.After
+		LastOutcome: s.lastOutcome, LastStatus: s.lastStatus, Window: s.window, Line: s.line()}
+	if p, ok := s.points.last(); ok {
+		v.LastSeq, v.LastBefore, v.LastAfter, v.LastSent, v.DryRun = p.Seq, p.Before, p.shown(), p.After, p.DryRun
 		if p.CalAfter > 0 {
 			v.LastSent = p.CalAfter
 		}
@@ -248,11 +266,11 @@ func (d *Dashboard) Session(key string) (SessionDetail, bool) {
 	if !ok {
 		return SessionDetail{}, false
 	}
-	kept := map[uint64]bool{}
-	d.recent.each(func(x *record.Exchange) bool { kept[x.Seq] = true; return true })
+	full := map[uint64]bool{}
+	d.recent.each(func(k kept) bool { full[k.x.Seq] = true; return true })
 	v := SessionDetail{Session: s.view(now), Points: make([]PointView, 0, len(s.points.buf)), Dropped: s.points.dropped()}
 	s.points.each(func(p Point) bool {
-		v.Points = append(v.Points, PointView{p, kept[p.Seq]})
+		v.Points = append(v.Points, PointView{p, full[p.Seq]})
 		return true
 	})
 	return v, true
@@ -261,16 +279,19 @@ func (d *Dashboard) Session(key string) (SessionDetail, bool) {
 // RequestDetail is a request's page data: its record, less what is only
 // for the log, with links and the compaction's summary.
 type RequestDetail struct {
-	Seq      uint64    `json:"seq"`
-	Start    time.Time `json:"start"`
-	Session  string    `json:"session"`
-	Protocol string    `json:"protocol,omitempty"`
-	Route    string    `json:"route,omitempty"`
-	Path     string    `json:"path,omitempty"`
-	Client   string    `json:"client,omitempty"`
-	Model    string    `json:"model,omitempty"`
-	ModelID  string    `json:"model_id,omitempty"`
-	Window   int       `json:"window,omitempty"`
+	Seq   uint64    `json:"seq"`
+	Start time.Time `json:"start"`
+	// Session is the session it is listed under ("" for none), N its
+	// number there.
+	Session  string `json:"session,omitempty"`
+	N        int    `json:"n,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
+	Route    string `json:"route,omitempty"`
+	Path     string `json:"path,omitempty"`
+	Client   string `json:"client,omitempty"`
+	Model    string `json:"model,omitempty"`
+	ModelID  string `json:"model_id,omitempty"`
+	Window   int    `json:"window,omitempty"`
 	// MaxOutput is the model's output limit the rewrite used.
 	MaxOutput  int            `json:"max_output,omitempty"`
 	Outcome    record.Outcome `json:"outcome"`
@@ -287,6 +308,11 @@ type RequestDetail struct {
 	Stubs        []StubView `json:"stubs"`
 	Before       int        `json:"tokens_before"`
 	After        int        `json:"tokens_after"`
+	Added        int        `json:"tokens_added"`
+	Saved        int        `json:"tokens_saved"`
+	DryRun       bool       `json:"dry_run,omitempty"`
+	WouldSend    int        `json:"would_send,omitempty"`
+	WouldSave    int        `json:"tokens_would_save,omitempty"`
 	CalBefore    int        `json:"calibrated_before"`
 	CalAfter     int        `json:"calibrated_after"`
 	// Durations in milliseconds.
@@ -301,6 +327,7 @@ type RequestDetail struct {
 	BytesResp   int64      `json:"bytes_resp"`
 	SpentUSD    float64    `json:"spent_usd"`
 	SavedUSD    float64    `json:"saved_usd"`
+	AddedUSD    float64    `json:"added_usd"`
 	// Bodies are the request's bodies before and after, only with
 	// dashboard.show_bodies and for the last RecentBodies requests.
 	Bodies *BodiesView `json:"bodies,omitempty"`
@@ -331,9 +358,10 @@ type BodiesView struct {
 func (d *Dashboard) Request(seq uint64) (*RequestDetail, error) {
 	d.mu.Lock()
 	var x *record.Exchange
-	d.recent.each(func(r *record.Exchange) bool {
-		if r.Seq == seq {
-			x = r
+	n := 0
+	d.recent.each(func(k kept) bool {
+		if k.x.Seq == seq {
+			x, n = k.x, k.n
 		}
 		return x == nil
 	})
@@ -352,14 +380,19 @@ func (d *Dashboard) Request(seq uint64) (*RequestDetail, error) {
 	if x == nil {
 		return nil, protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "request %d is not kept (the dashboard keeps the last %d in full)", seq, RecentRecords)
 	}
-	v := &RequestDetail{Seq: x.Seq, Start: x.Start, Session: sessionKey(x.Session), Protocol: x.Protocol, Route: x.Route, Path: x.Path,
+	v := &RequestDetail{Seq: x.Seq, Start: x.Start, N: n, Protocol: x.Protocol, Route: x.Route, Path: x.Path,
 		Client: x.Client, Model: x.Model, ModelID: x.ModelID, Window: x.Window, MaxOutput: x.MaxOutput,
 		Outcome: x.Outcome, Skipped: x.Skipped, ErrorID: x.ErrorID,
 		Passes: nonNil(x.Passes), Notes: nonNil(x.Notes), Event: x.Event, Compaction: x.Compaction, Stubs: []StubView{},
-		Before: x.TokensBefore, After: x.TokensAfter, CalBefore: x.CalibratedBefore, CalAfter: x.CalibratedAfter,
+		Before: x.TokensBefore, After: x.TokensAfter, Added: p.Added, Saved: p.Saved,
+		DryRun: p.DryRun, WouldSend: p.WouldSend, WouldSave: p.WouldSave,
+		CalBefore: x.CalibratedBefore, CalAfter: x.CalibratedAfter,
 		ReadMS: ms(x.Read), RewriteMS: ms(x.Rewrite), FirstByteMS: ms(x.FirstByte), TotalMS: ms(x.Total),
 		Status: x.Status, BytesIn: x.BytesIn, BytesOut: x.BytesOut, BytesResp: x.BytesResp,
-		SpentUSD: p.SpentUSD, SavedUSD: p.SavedUSD}
+		SpentUSD: p.SpentUSD, SavedUSD: p.SavedUSD, AddedUSD: p.AddedUSD}
+	if n > 0 {
+		v.Session = x.Session
+	}
 	for _, s := range x.Stubs {
 		sv := StubView{Stub: s, Text: s.Text()}
 		if d.o.BlobURL != nil {

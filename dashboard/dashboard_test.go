@@ -49,7 +49,7 @@ func feed(d *Dashboard, xs ...*record.Exchange) {
 
 // ex is an exchange of session s with the estimates before and after.
 func ex(s string, before, after int) *record.Exchange {
-	return &record.Exchange{Session: s, Model: "m1", ModelID: "m1", Window: 10_000, Client: "claude-code",
+	return &record.Exchange{Session: s, Model: "m1", ModelID: "m1", Window: 10_000, MaxOutput: 2_000, Client: "claude-code",
 		Protocol: "anthropic", Outcome: record.Rewritten, Status: 200, TokensBefore: before, TokensAfter: after}
 }
 
@@ -88,24 +88,22 @@ func TestAggregation(t *testing.T) {
 					Totals: Totals{Requests: 3, Rewritten: 2, Events: 1, Stubs: 1, Before: 15000, After: 12000, Saved: 3000,
 						SavedUSD: 0.0015, SpentUSD: 0.0065, CacheRead: 3000, CacheWrite: 2000},
 					LastSeq: 3, LastBefore: 3000, LastAfter: 3000, LastSent: 3000, LastOutcome: record.Bypassed, LastStatus: 200,
-					Window: 10_000, Full: 0.3}},
+					Window: 10_000, Line: 8_000, Full: 0.3}},
 			},
 		},
 		{
-			name: "two sessions, the most recent first, one without a key or a known price",
+			name: "a request without a session key is counted, not listed",
 			xs:   []*record.Exchange{ex("h:a", 1000, 500), {Outcome: record.Refused, Status: 413, Model: "unknown"}},
 			want: Overview{
 				Now:   at(12, 0),
-				Today: Totals{Requests: 2, Rewritten: 1, Before: 1000, After: 500, Saved: 500, SavedUSD: 0.00025},
-				All:   Totals{Requests: 2, Rewritten: 1, Before: 1000, After: 500, Saved: 500, SavedUSD: 0.00025},
+				Today: Totals{Requests: 2, Rewritten: 1, Unlisted: 1, Before: 1000, After: 500, Saved: 500, SavedUSD: 0.00025},
+				All:   Totals{Requests: 2, Rewritten: 1, Unlisted: 1, Before: 1000, After: 500, Saved: 500, SavedUSD: 0.00025},
 				Sessions: []SessionView{
-					{Key: "-", Model: "unknown", First: at(12, 0), Last: at(12, 0), Live: true, Totals: Totals{Requests: 1},
-						LastSeq: 2, LastOutcome: record.Refused, LastStatus: 413},
 					{Key: "h:a", Client: "claude-code", Protocol: "anthropic", Model: "m1", ModelID: "m1",
 						First: at(12, 0), Last: at(12, 0), Live: true,
 						Totals:  Totals{Requests: 1, Rewritten: 1, Before: 1000, After: 500, Saved: 500, SavedUSD: 0.00025},
 						LastSeq: 1, LastBefore: 1000, LastAfter: 500, LastSent: 500, LastOutcome: record.Rewritten, LastStatus: 200,
-						Window: 10_000, Full: 0.05},
+						Window: 10_000, Line: 8_000, Full: 0.05},
 				},
 			},
 		},
@@ -136,9 +134,10 @@ func TestSessionPoints(t *testing.T) {
 	feed(d, ex("h:s", 1000, 1000), ex("h:other", 1, 1), e)
 	var got SessionDetail
 	getJSON(t, d.Handler(), "/ctxguard/api/session/h:s", http.StatusOK, &got)
+	// Numbered in the session: 1 and 2, whatever came between.
 	want := []PointView{
-		{Point{Seq: 1, Before: 1000, After: 1000, Outcome: record.Rewritten, Status: 200}, true},
-		{Point{Seq: 3, Before: 5000, After: 2000, Event: true, Compaction: true, Outcome: record.Rewritten, Status: 200,
+		{Point{N: 1, Seq: 1, Before: 1000, After: 1000, Outcome: record.Rewritten, Status: 200}, true},
+		{Point{N: 2, Seq: 3, Before: 5000, After: 2000, Saved: 3000, Event: true, Compaction: true, Outcome: record.Rewritten, Status: 200,
 			CacheRead: 20, CacheWrite: 30, SpentUSD: (10*1 + 30*2 + 20*0.5) / 1e6, SavedUSD: 3000 * 0.5 / 1e6}, true},
 	}
 	if diff := cmp.Diff(want, got.Points, approx()); diff != "" {
@@ -175,11 +174,17 @@ func TestBounds(t *testing.T) {
 	}
 	v, _ := d.Session("h:big")
 	var seqs []uint64
+	var ns []int
 	for _, p := range v.Points {
 		seqs = append(seqs, p.Seq)
+		ns = append(ns, p.N)
 	}
 	if diff := cmp.Diff([]uint64{304, 305, 306, 307, 308}, seqs); diff != "" || v.Dropped != 3 || v.Session.Requests != 8 {
 		t.Errorf("h:big points (-want +got):\n%s\ndropped %d, requests %d", diff, v.Dropped, v.Session.Requests)
+	}
+	// The session's numbers go on past the points dropped.
+	if diff := cmp.Diff([]int{4, 5, 6, 7, 8}, ns); diff != "" {
+		t.Errorf("h:big numbers (-want +got):\n%s", diff)
 	}
 	if len(d.recent.buf) != RecentRecords || len(d.bodies.buf) != RecentBodies {
 		t.Errorf("%d records, %d bodies kept", len(d.recent.buf), len(d.bodies.buf))
@@ -215,8 +220,8 @@ func TestBounds(t *testing.T) {
 	}
 	// The records kept do not hold bodies (they have their own ring).
 	for _, x := range d.recent.buf {
-		if x.Bodies != nil {
-			t.Fatalf("record %d keeps its bodies", x.Seq)
+		if x.x.Bodies != nil {
+			t.Fatalf("record %d keeps its bodies", x.x.Seq)
 		}
 	}
 }
@@ -301,13 +306,13 @@ func TestRequestDetail(t *testing.T) {
 			feed(d, x)
 			var got RequestDetail
 			getJSON(t, d.Handler(), "/ctxguard/api/request/1", http.StatusOK, &got)
-			want := RequestDetail{Seq: 1, Session: "h:a", Protocol: "anthropic", Client: "claude-code", Model: "m1", ModelID: "m1",
-				Window: 10_000, Outcome: record.Rewritten, Passes: x.Passes, Notes: []string{}, Event: true, Compaction: "ck1",
+			want := RequestDetail{Seq: 1, Session: "h:a", N: 1, Protocol: "anthropic", Client: "claude-code", Model: "m1", ModelID: "m1",
+				Window: 10_000, MaxOutput: 2_000, Outcome: record.Rewritten, Passes: x.Passes, Notes: []string{}, Event: true, Compaction: "ck1",
 				Summary: tc.wantSum, SummaryError: tc.wantErr,
 				Stubs: []StubView{ // the head decoded; the bytes stay with the record
 					{record.Stub{Blob: "aaaaaaaaaaaaa", Bytes: 12000, Sent: 90}, "[cleared \u2014 blob aaaaaaaaaaaaa]", "/ctxguard/v1/blobs/aaaaaaaaaaaaa"},
 					{record.Stub{Blob: "bbbbbbbbbbbbb", Bytes: 8000, Sent: 80}, "", "/ctxguard/v1/blobs/bbbbbbbbbbbbb"}},
-				Before: 9000, After: 3000, FirstByteMS: 0.25, TotalMS: 1500, Status: 200,
+				Before: 9000, After: 3000, Saved: 6000, FirstByteMS: 0.25, TotalMS: 1500, Status: 200,
 				Usage: &UsageView{5, 6, 7, 100}, SpentUSD: (5 + 7*2 + 6*0.5) / 1e6, SavedUSD: 6000 * 0.5 / 1e6}
 			if diff := cmp.Diff(want, got, approx()); diff != "" {
 				t.Errorf("request (-want +got):\n%s", diff)

@@ -25,7 +25,7 @@ const (
 // event is the note sent for each exchange.
 type event struct {
 	Seq     uint64 `json:"seq"`
-	Session string `json:"session"`
+	Session string `json:"session,omitempty"` // "" when listed in none
 }
 
 // subscribers is the set of live streams.

@@ -75,8 +75,15 @@ func (i Info) CachePrices() (write, read int) {
 func (i Info) Trigger() int { return Trigger(i.Window, i.MaxOutput) }
 
 // SummaryBudget is the token budget of a compaction summary for this
-// model's window (see SummaryBudget).
-func (i Info) SummaryBudget() int { return SummaryBudget(i.Window) }
+// model (see SummaryBudget): an eighth of its overflow line, or of half
+// its window when its maximum output leaves no line.
+func (i Info) SummaryBudget() int {
+	line := i.Trigger()
+	if line <= 0 {
+		line = i.Window / 2
+	}
+	return SummaryBudget(line)
+}
 
 // ProtectNewest is how many of the newest tokens compaction keeps verbatim
 // for this model's window (see ProtectNewest).
@@ -88,17 +95,22 @@ func Trigger(window, maxOutput int) int { return max(window-maxOutput, 0) }
 // Dynamic-default constants from the brief.
 const (
 	ProtectTokens      = 40_000 // newest tokens kept verbatim
-	SummaryFraction    = 0.15   // summary budget as a fraction of the window
-	SummaryBudgetMin   = 20_000
+	SummaryDivisor     = 8      // summary budget: this fraction (1/8) of the overflow line
+	SummaryBudgetMin   = 500
 	SummaryBudgetMax   = 65_536
 	DefaultWindow      = 200_000
 	DefaultMaxOutput   = 32_000
 	maxReasonableLimit = 100_000_000
 )
 
-// SummaryBudget returns 15% of window clamped to [20,000, 65,536].
-func SummaryBudget(window int) int {
-	return min(max(int(float64(window)*SummaryFraction), SummaryBudgetMin), SummaryBudgetMax)
+// SummaryBudget returns the token budget of a compaction summary (a
+// model's or the extractive one) for a model whose overflow line (window −
+// max output) is line: an eighth of the line, within 500–65,536. After a
+// compaction the request holds the summary, the protected newest
+// messages and the system prompt and tools; a summary this size keeps it
+// well below the line at which the next compaction is prepared.
+func SummaryBudget(line int) int {
+	return min(max(line/SummaryDivisor, SummaryBudgetMin), SummaryBudgetMax)
 }
 
 // ProtectNewest returns 40,000, or 20% of the window if that is smaller,

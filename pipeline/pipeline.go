@@ -88,11 +88,12 @@ type Request struct {
 	// slice.
 	Out func(n int) []byte
 
-	edits    splice.Set
-	removals []Span
-	settings conversation.Settings
-	headers  [][2]string
-	notes    []string
+	edits        splice.Set
+	removals     []Span
+	settings     conversation.Settings
+	settingEdits []conversation.SettingEdit
+	headers      [][2]string
+	notes        []string
 }
 
 // HistorySizer reports the sizes of a session's earlier requests. Request
@@ -247,6 +248,11 @@ type Result struct {
 	// it and not modified afterwards. Nil when nothing changed or a pass
 	// failed.
 	Stubs []splice.Edit
+	// Settings are the edits of the settings passes required
+	// (Request.Require), as the dialect rendered them: what the body
+	// gained on purpose, not in place of content (PassStat.Added counts
+	// their bytes). Nil when there were none or a pass failed.
+	Settings []conversation.SettingEdit
 	// Err is set when a pass failed and the original body was kept.
 	Err      error
 	FailedIn string // the pass that failed
@@ -315,6 +321,7 @@ func (p *Pipeline) Run(r *Request) (res Result) {
 	res.Body = out
 	res.Changed = r.edits.Len() > 0
 	res.Headers = r.headers
+	res.Settings = r.settingEdits
 	res.Notes = r.notes
 	edits := r.edits.Edits()
 	res.Blobs = blobs(edits)
@@ -405,6 +412,8 @@ func (p *Pipeline) runPass(ps Pass, r *Request) (st PassStat, err error) {
 		se, hs := r.Conv.Dialect.Settings(r.Conv, s)
 		for _, e := range se {
 			edits = append(edits, splice.Edit{Span: e.Span, Repl: e.Repl})
+			st.Added += len(e.Repl) - e.Span.Len()
+			r.settingEdits = append(r.settingEdits, e)
 		}
 		r.headers = append(r.headers, hs...)
 	}
@@ -413,7 +422,7 @@ func (p *Pipeline) runPass(ps Pass, r *Request) (st PassStat, err error) {
 		return st, err
 	}
 	st.Edits = len(edits)
-	st.Saved = before - r.edits.Size(r.Conv.Body)
+	st.Saved = before - r.edits.Size(r.Conv.Body) + st.Added
 	return st, nil
 }
 

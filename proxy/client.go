@@ -21,6 +21,12 @@ import (
 // before it goes upstream, whether a token is configured or not.
 const TokenHeader = "X-Ctxguard-Token"
 
+// PidHeader, on the answer to the health probe GET /healthz, is the
+// serving process's id: it tells a ctxguard from any other server on an
+// address, and which process serves there (ctxguard run stops by it only
+// a ctxguard it started).
+const PidHeader = "X-Ctxguard-Pid"
+
 // authorize checks TokenHeader against Options.AuthToken. The digests are
 // compared in constant time, so neither the token nor its length leaks.
 func (p *Proxy) authorize(r *http.Request) error {

@@ -29,7 +29,7 @@ const (
 	// Rewritten: the body sent upstream differs from the client's.
 	Rewritten Outcome = "rewritten"
 	// Unchanged: the body went through the passes and came out as it
-	// was (or it was a dry run: Skipped says "dry run").
+	// was (or it was a dry run: Skipped says SkipDryRun).
 	Unchanged Outcome = "unchanged"
 	// Bypassed: the body was not rewritten by design (Skipped says why:
 	// the bypass header, invalid JSON, another shape, a client's own
@@ -74,7 +74,9 @@ type Exchange struct {
 
 	Outcome Outcome `json:"outcome"`
 	// Skipped says why a body was not rewritten ("bypass", "invalid
-	// json", "dry run", "overloaded", ...).
+	// json", SkipDryRun, "overloaded", ...). In a dry run, Passes, Notes,
+	// Event and Compaction describe the rewrite that was computed and not
+	// sent, and WouldSend its size.
 	Skipped string `json:"skipped,omitempty"`
 	// ErrorID is the ID of the failure (a pass that failed open, or the
 	// error answer the client saw); the log line with the detail has it.
@@ -102,6 +104,17 @@ type Exchange struct {
 	// as the client sent it and as ctxguard sent it.
 	TokensBefore int `json:"tokens_before"`
 	TokensAfter  int `json:"tokens_after"`
+	// TokensAdded is the part of TokensAfter ctxguard added on purpose
+	// rather than in place of content: the API settings a rule needs
+	// (the thinking binding's drop_block, about 17 tokens a request). It
+	// is no loss of savings: Saved counts what the rules took out.
+	TokensAdded int `json:"tokens_added,omitempty"`
+	// WouldSend and WouldAdd are set in a dry run only (DryRun): the
+	// estimate of the prompt ctxguard would have sent, and the part of it
+	// it would have added on purpose. The client's body went, so
+	// TokensAfter is TokensBefore.
+	WouldSend int `json:"would_send,omitempty"`
+	WouldAdd  int `json:"would_add,omitempty"`
 	// CalibratedBefore and CalibratedAfter are the same in the API's
 	// tokens: from the usage the API reported when there is one (After
 	// is then the reported prompt, Before scaled by the same ratio), else
@@ -139,7 +152,14 @@ type Exchange struct {
 type Pass struct {
 	Name  string `json:"name"`
 	Edits int    `json:"edits"`
-	Saved int    `json:"saved_bytes"` // bytes removed (negative: added)
+	// Saved is the bytes the pass's edits removed, net of what they put
+	// in place (a stub, a summary); negative when they added more.
+	Saved int `json:"saved_bytes"`
+	// Added is the bytes the API settings the pass required (the
+	// thinking binding's drop_block) added to the body: on purpose, not
+	// in place of content, and not counted in Saved (negative if a
+	// setting replaced a longer value).
+	Added int `json:"added_bytes,omitempty"`
 }
 
 // Stub is one item ctxguard replaced with a stub that names a blob.
@@ -247,8 +267,28 @@ type Bodies struct {
 	Before, After []byte
 }
 
-// Saved returns the estimated tokens ctxguard took out of the prompt.
-func (x *Exchange) Saved() int { return x.TokensBefore - x.TokensAfter }
+// SkipDryRun is Skipped in a dry run (configuration dry_run): the
+// rewrite was computed, and the client's body went.
+const SkipDryRun = "dry run"
+
+// DryRun reports whether x is of a dry run (see SkipDryRun).
+func (x *Exchange) DryRun() bool { return x.Skipped == SkipDryRun }
+
+// Saved returns the estimated tokens ctxguard's rules took out of the
+// prompt (net of the stubs and summaries put in their place): how much
+// smaller the prompt got, plus what was added on purpose (TokensAdded),
+// which is shown apart and never as a negative saving. 0 in a dry run,
+// where nothing was taken out (see WouldSave).
+func (x *Exchange) Saved() int { return x.TokensBefore - x.TokensAfter + x.TokensAdded }
+
+// WouldSave returns, in a dry run, the tokens the rules would have taken
+// out (as Saved counts them), and 0 otherwise.
+func (x *Exchange) WouldSave() int {
+	if !x.DryRun() || x.WouldSend == 0 {
+		return 0
+	}
+	return x.TokensBefore - x.WouldSend + x.WouldAdd
+}
 
 // Applied returns the names of the passes that made edits.
 func (x *Exchange) Applied() []string {

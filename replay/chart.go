@@ -12,9 +12,10 @@ import (
 )
 
 // Charts. The picture a user looks at first: per session, the prompt size
-// of every request, original and sent, with edit events and client
-// compactions marked, as package chart draws it (the dashboard draws the
-// same). The title line of a panel gives the session's ratios.
+// of every request, original and sent, against the overflow line, with
+// edit events, ctxguard's compactions and client compactions marked, as
+// package chart draws it (the dashboard draws the same). The title line of
+// a panel gives the session's ratios.
 //
 // PNG is not written, since text in a raster image would need a font
 // library; any SVG renderer converts the file (rsvg-convert, a browser).
@@ -140,10 +141,11 @@ func SessionSVG(s *SessionReport) []byte { return chart.SessionSVG(chartSession(
 
 // chartSession is what a chart shows of s.
 func chartSession(s *SessionReport) *chart.Session {
-	c := &chart.Session{Name: s.Name, Model: s.Model, TokenRatio: s.TokenRatio, CostRatio: s.CostRatio, BPCostRatio: s.BPCostRatio,
+	c := &chart.Session{Name: s.Name, Model: s.Model, Line: s.Line, TokenRatio: s.TokenRatio, CostRatio: s.CostRatio, BPCostRatio: s.BPCostRatio,
 		PeakOrig: s.PeakOrig, PeakSent: s.PeakSent, Events: s.Events, Invalid: s.Invalid}
 	for _, q := range s.PerRequest {
-		c.Requests = append(c.Requests, chart.Request{Orig: q.OrigTokens, Sent: q.SentTokens, Event: q.Event, Reset: q.Reset, Invalid: q.Invalid})
+		c.Requests = append(c.Requests, chart.Request{Orig: q.OrigTokens, Sent: q.SentTokens, Event: q.Event,
+			Compaction: q.Summary, Reset: q.Reset, Invalid: q.Invalid})
 	}
 	return c
 }

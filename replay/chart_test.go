@@ -99,7 +99,7 @@ func TestChartSVGFixture(t *testing.T) {
 	if got := s.polylines["sent"]; len(got) != 1 || got[0] != 3 {
 		t.Errorf("sent lines %v, want one of 3 points", got)
 	}
-	if s.markers["event"] != 1 || s.markers["compaction"] != 0 || s.polygons != 1 {
+	if s.markers["event"] != 1 || s.markers["compaction"] != 0 || s.markers["client-compaction"] != 0 || s.polygons != 1 {
 		t.Errorf("markers %v, polygons %d; want 1 event, 1 savings area", s.markers, s.polygons)
 	}
 	all := strings.Join(s.texts, "|")
@@ -124,6 +124,11 @@ func TestChartSVGStructure(t *testing.T) {
 	for i, ss := range shown {
 		events += ss.Events
 		resets += ss.Compactions
+		for _, q := range ss.PerRequest {
+			if q.Summary {
+				t.Fatalf("the fake pipeline made a compaction")
+			}
+		}
 		if got := s.polylines["sent"][i]; got != len(ss.PerRequest) {
 			t.Errorf("panel %d (%s): %d points, %d requests", i, ss.Name, got, len(ss.PerRequest))
 		}
@@ -134,8 +139,8 @@ func TestChartSVGStructure(t *testing.T) {
 	if len(s.polylines["sent"]) != len(shown) || len(s.polylines["original"]) != len(shown) {
 		t.Errorf("%d/%d lines for %d panels", len(s.polylines["sent"]), len(s.polylines["original"]), len(shown))
 	}
-	if s.markers["event"] != events || s.markers["compaction"] != resets {
-		t.Errorf("markers %v, want %d events, %d compactions", s.markers, events, resets)
+	if s.markers["event"] != events || s.markers["client-compaction"] != resets || s.markers["compaction"] != 0 {
+		t.Errorf("markers %v, want %d events, %d client compactions", s.markers, events, resets)
 	}
 	if events == 0 {
 		t.Error("the fake pipeline made no events to mark")

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"regexp"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/transcript"
 )
 
 // Quote retention (BRIEF "How savings are measured"): where an answer
@@ -41,6 +43,14 @@ import (
 // any of its decoded JSON strings; else Retrievable if a blob the request
 // names ("blob <id>" or ".../blobs/<id>", as ctxguard's stubs and previews
 // say) holds it in the session's store; else Lost.
+//
+// Cause. A line not kept was either replaced by a compaction (Compacted:
+// every tool result of the history that held it is in the span a
+// compaction summary of the sent request replaced, which the summary's
+// note names with its blobs) or removed where it was (Cleared: the
+// message holding it is still in the request, but its result was cleared,
+// persisted or shortened into a stub or preview). Each cause counts its
+// retrievable lines too.
 
 // Quote detection thresholds.
 const (
@@ -58,6 +68,13 @@ type QuoteStats struct {
 	Kept        int `json:"kept"`        // the line was in the sent request
 	Retrievable int `json:"retrievable"` // not in it, but in a blob it names
 	Lost        int `json:"lost"`
+	// Not kept, by cause (Cleared + Compacted = Retrievable + Lost): its
+	// tool result was cleared or shortened in place, or its message was
+	// replaced by a compaction summary; and of each, the retrievable.
+	Cleared              int `json:"cleared"`
+	ClearedRetrievable   int `json:"cleared_retrievable"`
+	Compacted            int `json:"compacted"`
+	CompactedRetrievable int `json:"compacted_retrievable"`
 }
 
 // Add adds o to q.
@@ -66,6 +83,10 @@ func (q *QuoteStats) Add(o QuoteStats) {
 	q.Kept += o.Kept
 	q.Retrievable += o.Retrievable
 	q.Lost += o.Lost
+	q.Cleared += o.Cleared
+	q.ClearedRetrievable += o.ClearedRetrievable
+	q.Compacted += o.Compacted
+	q.CompactedRetrievable += o.CompactedRetrievable
 }
 
 // Retention is the share of quotes kept or retrievable; 1 with no quotes.
@@ -83,6 +104,7 @@ type LostQuote struct {
 type quoteTracker struct {
 	store     store.Store
 	results   map[string]int  // distinctive line -> tool results holding it
+	last      map[string]int  // distinctive line -> the last message holding it in a tool result
 	elsewhere map[string]bool // distinctive lines in parts never edited
 	done      int             // messages of the current history read
 	blobs     map[string]string
@@ -96,7 +118,7 @@ func newQuoteTracker(st store.Store) *quoteTracker {
 // not read yet; restart starts a new history.
 func (q *quoteTracker) observe(c *conversation.Conversation, restart bool) {
 	if restart || q.results == nil || len(c.Messages) < q.done {
-		q.results, q.elsewhere, q.done = map[string]int{}, map[string]bool{}, 0
+		q.results, q.last, q.elsewhere, q.done = map[string]int{}, map[string]int{}, map[string]bool{}, 0
 		for _, sp := range []conversation.Span{c.System, c.Tools} {
 			if !sp.IsZero() {
 				q.markElsewhere(string(decodedStrings(nil, c.Bytes(sp))))
@@ -112,6 +134,7 @@ func (q *quoteTracker) observe(c *conversation.Conversation, restart bool) {
 					if k := normLine(l); distinctive(k) && !seen[k] {
 						seen[k] = true
 						q.results[k]++
+						q.last[k] = i
 					}
 				})
 			case conversation.Text:
@@ -159,9 +182,11 @@ func (q *quoteTracker) quoted(answer []byte) []string {
 	return out
 }
 
-// check finds the quotes in answer and judges each against sent. It
-// returns the counts and the lost lines.
-func (q *quoteTracker) check(answer, sent []byte) (QuoteStats, []string) {
+// check finds the quotes in answer and judges each against sent. end
+// returns the index of the first original message that a compaction
+// summary in sent did not replace (0 for none); it is called only for a
+// line sent lacks. check returns the counts and the lost lines.
+func (q *quoteTracker) check(answer, sent []byte, end func() int) (QuoteStats, []string) {
 	lines := q.quoted(answer)
 	var st QuoteStats
 	if len(lines) == 0 {
@@ -170,6 +195,7 @@ func (q *quoteTracker) check(answer, sent []byte) (QuoteStats, []string) {
 	text := string(decodedStrings(nil, sent))
 	var ids []string
 	idsDone := false
+	compacted := -1 // end(), once known
 	var lost []string
 	for _, l := range lines {
 		st.Quotes++
@@ -187,8 +213,25 @@ func (q *quoteTracker) check(answer, sent []byte) (QuoteStats, []string) {
 				break
 			}
 		}
+		if compacted < 0 {
+			compacted = 0
+			if end != nil {
+				compacted = end()
+			}
+		}
+		byCompaction := q.last[l] < compacted
+		if byCompaction {
+			st.Compacted++
+		} else {
+			st.Cleared++
+		}
 		if found {
 			st.Retrievable++
+			if byCompaction {
+				st.CompactedRetrievable++
+			} else {
+				st.ClearedRetrievable++
+			}
 		} else {
 			st.Lost++
 			lost = append(lost, l)
@@ -275,6 +318,60 @@ func answerTexts(msg []byte) []string {
 		}
 	}
 	return out
+}
+
+// codexAnswer writes the output items of a Codex turn as the assistant
+// message answerTexts reads: every part of its messages (their "text"),
+// every reasoning summary as "thinking", and every tool call's arguments,
+// free-form input or shell action as "input". Items it cannot read are
+// left out; a turn with nothing readable is an empty message (an answer
+// all the same, so that quote retention follows the history).
+func codexAnswer(items []transcript.CodexItem) []byte {
+	parts := []json.RawMessage{}
+	add := func(key string, v any) {
+		if b, err := json.Marshal(map[string]any{key: v}); err == nil {
+			parts = append(parts, b)
+		}
+	}
+	for _, it := range items {
+		var x struct {
+			Content   []json.RawMessage       `json:"content"`
+			Summary   []struct{ Text string } `json:"summary"`
+			Arguments string                  `json:"arguments"`
+			Input     json.RawMessage         `json:"input"`
+			Action    json.RawMessage         `json:"action"`
+		}
+		if json.Unmarshal(it.Raw, &x) != nil {
+			continue
+		}
+		switch it.Type {
+		case "message":
+			parts = append(parts, x.Content...)
+		case "reasoning":
+			for _, s := range x.Summary {
+				add("thinking", s.Text)
+			}
+		case "function_call":
+			if json.Valid([]byte(x.Arguments)) {
+				add("input", json.RawMessage(x.Arguments))
+			} else {
+				add("input", x.Arguments)
+			}
+		case "custom_tool_call":
+			if len(x.Input) > 0 {
+				add("input", x.Input)
+			}
+		case "local_shell_call":
+			if len(x.Action) > 0 {
+				add("input", x.Action)
+			}
+		}
+	}
+	b, err := json.Marshal(map[string]any{"role": "assistant", "content": parts})
+	if err != nil {
+		return []byte(`{"role":"assistant","content":[]}`)
+	}
+	return b
 }
 
 // decodedStrings appends every JSON string in b (keys included), decoded,

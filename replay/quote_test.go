@@ -8,8 +8,11 @@ import (
 	"testing"
 
 	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/transcript"
+	"github.com/google/go-cmp/cmp"
 )
 
 // A tool result as Claude Code's Read returns it (line numbers and →),
@@ -77,9 +80,9 @@ func TestQuoteRetention(t *testing.T) {
 		want  QuoteStats
 	}{
 		{"unchanged", func(store.Store) DetailedRewriter { return identity }, true, QuoteStats{Quotes: 2, Kept: 2}},
-		{"stub naming a blob", func(s store.Store) DetailedRewriter { return stubber(s, true) }, true, QuoteStats{Quotes: 2, Retrievable: 2}},
-		{"stub naming nothing", func(s store.Store) DetailedRewriter { return stubber(s, false) }, true, QuoteStats{Quotes: 2, Lost: 2}},
-		{"blob but no store to look in", func(s store.Store) DetailedRewriter { return stubber(s, true) }, false, QuoteStats{Quotes: 2, Lost: 2}},
+		{"stub naming a blob", func(s store.Store) DetailedRewriter { return stubber(s, true) }, true, QuoteStats{Quotes: 2, Retrievable: 2, Cleared: 2, ClearedRetrievable: 2}},
+		{"stub naming nothing", func(s store.Store) DetailedRewriter { return stubber(s, false) }, true, QuoteStats{Quotes: 2, Lost: 2, Cleared: 2}},
+		{"blob but no store to look in", func(s store.Store) DetailedRewriter { return stubber(s, true) }, false, QuoteStats{Quotes: 2, Lost: 2, Cleared: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := store.NewMemory()
@@ -108,6 +111,67 @@ func TestQuoteRetention(t *testing.T) {
 			want := Ratio(float64(tc.want.Kept+tc.want.Retrievable), 2)
 			if tot.Quotes.Retention() != want {
 				t.Errorf("retention %v, want %v", tot.Quotes.Retention(), want)
+			}
+		})
+	}
+}
+
+// compactionStream is quoteStream with one more turn: the last answer
+// quotes the Read result; compactor replaces the first three messages
+// (the request, the Read call and its result) in the last request.
+func compactionStream(quote string) []Request {
+	s := quoteStream(answerText("Noted."))
+	user, call, result := `{"role":"user","content":`+q("look at prices\nthe user typed this very line as well")+`}`, string(s[0].Answer), `{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":`+q(readResult)+`}]}`
+	return append(s, Request{Body: body(user, call, result, answerText("Noted."), `{"role":"user","content":"now quote it"}`), Answer: []byte(answerText(quote))})
+}
+
+// compactor summarizes the first three messages of a five-message request
+// in summary; keep puts the originals in st as a blob the note names.
+func compactor(st store.Store, keep bool, summary string) DetailedRewriter {
+	return func(b []byte) (Outcome, error) {
+		c, err := anthropic.Parse(b)
+		if err != nil || len(c.Messages) != 5 {
+			return Outcome{Body: b}, err
+		}
+		where := "The originals could not be kept."
+		if keep {
+			orig, err := c.AppendTranscript(nil, 0, 2)
+			if err != nil {
+				return Outcome{}, err
+			}
+			id := store.ID(orig)
+			if err := st.PutBlob(context.Background(), id, orig); err != nil {
+				return Outcome{}, err
+			}
+			where = "The original messages are kept word for word in blob " + id + "."
+		}
+		text := conversation.CompactionNote + "3 messages of this conversation into the summary below. " + where + "]\n\n<summary>\n" + summary + "\n</summary>"
+		out := append([]byte(nil), b[:c.Messages[0].Span.Start]...)
+		out = append(out, `{"role":"user","content":[{"type":"text","text":`+q(text)+`}]}`...)
+		out = append(out, b[c.Messages[3].Span.Start-1:]...)
+		return Outcome{Body: out, Compaction: &Compaction{Text: text, Messages: 3}}, nil
+	}
+}
+
+// A quoted line whose tool result a compaction replaced counts as
+// compacted, retrievable when the blob the note names holds it.
+func TestQuoteCompacted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		keep bool
+		want QuoteStats
+	}{
+		{"blob named", true, QuoteStats{Quotes: 1, Retrievable: 1, Compacted: 1, CompactedRetrievable: 1}},
+		{"no blob", false, QuoteStats{Quotes: 1, Lost: 1, Compacted: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := store.NewMemory()
+			st, err := Measure("q", compactionStream("- // totals are computed in cents, never floats"), compactor(mem, tc.keep, "the user asked about prices"), Options{Store: mem})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Totals().Quotes; got != tc.want {
+				t.Errorf("quotes %+v, want %+v", got, tc.want)
 			}
 		})
 	}
@@ -200,5 +264,29 @@ func TestQuoteHelpers(t *testing.T) {
 	}
 	if got := clip("héllo world", 2); got != "h…" {
 		t.Errorf("clip = %q", got)
+	}
+}
+
+// A Codex turn's output items read as one assistant message: message
+// text, reasoning summaries, tool arguments and patches.
+func TestCodexAnswer(t *testing.T) {
+	items := []transcript.CodexItem{
+		{Type: "reasoning", Raw: []byte(`{"type":"reasoning","summary":[{"type":"summary_text","text":"**Planning**"}],"encrypted_content":"gAAA"}`)},
+		{Type: "message", Raw: []byte(`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Line one"}]}`)},
+		{Type: "function_call", Raw: []byte(`{"type":"function_call","name":"shell","arguments":"{\"command\":[\"bash\",\"-lc\",\"cat a\"]}","call_id":"c1"}`)},
+		{Type: "custom_tool_call", Raw: []byte(`{"type":"custom_tool_call","name":"apply_patch","input":"*** Begin Patch\n context line\n","call_id":"c2"}`)},
+		{Type: "web_search_call", Raw: []byte(`{"type":"web_search_call","status":"completed"}`)},
+		{Type: "message", Raw: []byte(`not json`)},
+	}
+	got := answerTexts(codexAnswer(items))
+	want := []string{"**Planning**", "Line one", "command\nbash\n-lc\ncat a\n", "*** Begin Patch\n context line\n\n"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("answer texts (-want +got):\n%s", diff)
+	}
+	if got := answerTexts(codexAnswer(nil)); len(got) != 0 {
+		t.Errorf("empty turn: %q", got)
+	}
+	if codexAnswer(nil) == nil {
+		t.Error("an empty turn is no answer: quote retention would miss its history's restart")
 	}
 }

@@ -162,6 +162,9 @@ type Summary struct {
 	Passes    []PassTokens `json:"passes"`
 	Quotes    QuoteStats   `json:"quotes"`
 	Retention float64      `json:"quote_retention"`
+	// Recall is the fact recall of the compactions' summaries (recall.go),
+	// summed over the compactions; nil when there were none.
+	Recall *Recall `json:"recall,omitempty"`
 }
 
 func summarize(t Totals, usd [4]float64, compactions int) Summary {
@@ -177,6 +180,10 @@ func summarize(t Totals, usd [4]float64, compactions int) Summary {
 		Summaries: t.Summaries, SummaryIn: t.SummaryIn, SummaryOut: t.SummaryOut,
 		OverLine: t.OverLine, OrigOverLine: t.OrigOverLine,
 		Passes: slices.Clone(t.Passes), Quotes: t.Quotes, Retention: t.Quotes.Retention(),
+	}
+	if t.Recalled > 0 {
+		r := t.Recall
+		s.Recall = &r
 	}
 	if s.Passes == nil {
 		s.Passes = []PassTokens{}
@@ -195,13 +202,20 @@ type SessionReport struct {
 	// rewritten by ("anthropic", "responses"); it picks the cost model.
 	Protocol string `json:"protocol,omitempty"`
 	// Model is the model the replayed requests name (the first one).
-	Model     string    `json:"model"`
+	Model string `json:"model"`
+	// Line is the overflow line the rewriter held the session's last
+	// request to (its model's window less its maximum output, in
+	// estimated tokens), 0 when unknown; the charts draw it.
+	Line      int       `json:"overflow_line,omitempty"`
 	Sidechain bool      `json:"sidechain,omitempty"`
 	Parent    string    `json:"parent,omitempty"`
 	Load      LoadStats `json:"load"`
 	Summary
 	// Lost lists the first few quotes the sent requests lost.
 	Lost []LostQuote `json:"lost_quotes,omitempty"`
+	// SummaryRecall is the fact recall of each compaction's summary, in
+	// order.
+	SummaryRecall []SummaryRecall `json:"summary_recall,omitempty"`
 	// Estimator is the estimator's error on this session against the
 	// API's usage, when the transcript recorded usage.
 	Estimator *SessionEstimate `json:"estimator,omitempty"`
@@ -247,6 +261,9 @@ func (sr *SessionReport) fill(st *SessionStat, stream []Request, usage []*transc
 			OrigCost: r.OrigCost, SentCost: r.SentCost, OrigBPCost: r.OrigBPCost, SentBPCost: r.SentBPCost,
 			Event: r.Event, Summary: r.Summary != nil,
 		}
+		if r.Line > 0 {
+			sr.Line = r.Line
+		}
 		if i < len(stream) && stream[i].Reset {
 			rr.Reset = true
 			compactions++
@@ -263,6 +280,9 @@ func (sr *SessionReport) fill(st *SessionStat, stream []Request, usage []*transc
 		if r.Quotes.Quotes > 0 {
 			q := r.Quotes
 			rr.Quotes = &q
+		}
+		if r.Recall != nil {
+			sr.SummaryRecall = append(sr.SummaryRecall, *r.Recall)
 		}
 		if p, id, ok := prices.Lookup(r.Model); ok {
 			used[id] = p
@@ -525,6 +545,10 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 	q := t.Quotes
 	fmt.Fprintf(&b, "quote retention: %s answer lines quote a distinctive tool-result line: %s still in the request, %s retrievable, %s lost (%.1f%% retained, %.1f%% still in the request)\n",
 		stub.Commas(q.Quotes), stub.Commas(q.Kept), stub.Commas(q.Retrievable), stub.Commas(q.Lost), 100*q.Retention(), 100*Ratio(float64(q.Kept), float64(q.Quotes)))
+	if q.Cleared+q.Compacted > 0 {
+		fmt.Fprintf(&b, "  not in the request: %s cleared in place (%s retrievable), %s replaced by a compaction (%s retrievable)\n",
+			stub.Commas(q.Cleared), stub.Commas(q.ClearedRetrievable), stub.Commas(q.Compacted), stub.Commas(q.CompactedRetrievable))
+	}
 	nl := 0
 	for _, s := range rows {
 		for _, l := range s.Lost {
@@ -535,6 +559,7 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 			nl++
 		}
 	}
+	writeKeeps(&b, t, rows)
 	for _, s := range rows {
 		if s.Invalid > 0 {
 			for _, rq := range s.PerRequest {
@@ -562,6 +587,51 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 	return err
 }
 
+// writeKeeps writes what the agent keeps of the compacted spans: the fact
+// recall of the summaries by kind, per session, and a few missed facts.
+func writeKeeps(b *strings.Builder, t Summary, rows []*SessionReport) {
+	if t.Recall == nil {
+		return
+	}
+	n := 0
+	for _, s := range rows {
+		n += len(s.SummaryRecall)
+	}
+	fmt.Fprintf(b, "what the agent keeps: facts of the messages %s replaced, found in the summary\n", plural(n, "compaction"))
+	for k, c := range t.Recall {
+		fmt.Fprintf(b, "  %-42s %13s %6.1f%%\n", factKinds[k].label, stub.Commas(c.Found)+"/"+stub.Commas(c.Total), 100*c.Recall())
+	}
+	for _, s := range rows {
+		if s.Recall != nil {
+			fmt.Fprintf(b, "  %s, %s: %s\n", s.Name, plural(len(s.SummaryRecall), "compaction"), recallLine(*s.Recall))
+		}
+	}
+	// A fact a summary missed is usually missed by the session's later
+	// summaries too: each is listed once, where it was missed first.
+	for k := range numFactKinds {
+		seen := map[string]bool{}
+		for _, s := range rows {
+			for _, sr := range s.SummaryRecall {
+				for _, m := range sr.Missed[k] {
+					if len(seen) < MaxMissedExamples && !seen[m] {
+						seen[m] = true
+						fmt.Fprintf(b, "  missed %s: %s request %d: %q\n", factKinds[k].short, s.Name, sr.Request, m)
+					}
+				}
+			}
+		}
+	}
+}
+
+// recallLine is a recall on one line: "requests 5/5, files 3/4, ...".
+func recallLine(r Recall) string {
+	parts := make([]string, len(r))
+	for k, c := range r {
+		parts[k] = fmt.Sprintf("%s %d/%d", factKinds[k].short, c.Found, c.Total)
+	}
+	return strings.Join(parts, ", ")
+}
+
 func writeRequests(b *strings.Builder, s *SessionReport) {
 	fmt.Fprintf(b, "  %5s %9s %9s %10s %10s %10s %10s %9s  %s\n", "req", "orig", "sent", "cost orig", "cost sent", "bp orig", "bp sent", "api", "")
 	for _, q := range s.PerRequest {
@@ -571,6 +641,9 @@ func writeRequests(b *strings.Builder, s *SessionReport) {
 		}
 		if q.Reset {
 			notes = append(notes, "compaction")
+		}
+		if q.Summary {
+			notes = append(notes, "summary")
 		}
 		if q.Invalid != "" {
 			notes = append(notes, "INVALID")
@@ -587,6 +660,14 @@ func writeRequests(b *strings.Builder, s *SessionReport) {
 		}
 		fmt.Fprintf(b, "  %5d %9s %9s %10.0f %10.0f %10.0f %10.0f %9s  %s\n", q.Index, stub.Commas(q.OrigTokens), stub.Commas(q.SentTokens),
 			q.OrigCost, q.SentCost, q.OrigBPCost, q.SentBPCost, api, strings.Join(notes, ", "))
+	}
+	for _, sr := range s.SummaryRecall {
+		fmt.Fprintf(b, "  summary of request %d (%d messages, %s tokens) keeps %s\n", sr.Request, sr.Messages, stub.Commas(sr.Tokens), recallLine(sr.Recall))
+		for k, list := range sr.Missed {
+			for _, m := range list {
+				fmt.Fprintf(b, "    missed %s: %q\n", factKinds[k].short, m)
+			}
+		}
 	}
 }
 

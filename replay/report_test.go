@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxguard/ctxguard/store"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -294,10 +296,59 @@ func firstDiff(a, b []byte) int {
 	return min(len(a), len(b))
 }
 
-// The JSON of two hand-made sessions: the cost fixture, and the quote
+// The JSON of three hand-made sessions: the cost fixture, the quote
 // fixture with its quoted lines stubbed away (per-request quotes, lost
-// quote examples).
+// quote examples), and a compaction (its quote retrievable from the
+// compaction's blob, its summary's fact recall).
 func TestFixtureJSONGolden(t *testing.T) {
+	r := threeSessionReport(t)
+	var buf bytes.Buffer
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "fixture.golden.json", buf.Bytes())
+}
+
+// The text report of the three hand-made sessions says what the agent
+// keeps: the summary's recall by kind, per session and per compaction,
+// the missed facts, and why quoted lines left the request.
+func TestWriteTextRecall(t *testing.T) {
+	r := threeSessionReport(t)
+	var buf bytes.Buffer
+	if err := r.WriteText(&buf, TextOptions{Requests: true}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"not in the request: 1 cleared in place (0 retrievable), 1 replaced by a compaction (1 retrievable)\n",
+		"what the agent keeps: facts of the messages 1 compaction replaced, found in the summary\n",
+		"  the user's requests                                    1/1  100.0%\n",
+		"  files read, created, edited, deleted                   0/1    0.0%\n",
+		"  unique commands                                        0/0  100.0%\n",
+		"  compacted, 1 compaction: requests 1/1, files 0/1, searches 0/0, commands 0/0, failures 0/0, errors 0/0, identifiers 0/0\n",
+		"  missed files: compacted request 2: \"/p.go\"\n",
+		"  summary of request 2 (3 messages, 57 tokens) keeps requests 1/1, files 0/1,",
+		"    missed files: \"/p.go\"\n",
+	} {
+		// Lines as they read, whatever the column widths.
+		if !strings.Contains(squeeze(out), squeeze(want)) {
+			t.Errorf("text report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// squeeze turns every run of spaces into one.
+func squeeze(s string) string {
+	for strings.Contains(s, "  ") {
+		s = strings.ReplaceAll(s, "  ", " ")
+	}
+	return s
+}
+
+// threeSessionReport is the report of the cost fixture, the quote fixture
+// and the compaction fixture.
+func threeSessionReport(t *testing.T) *Report {
+	t.Helper()
 	r := fixtureReport(t)
 	st, err := Measure("quotes", quoteStream(answerText("The bug is in `func computeTotalPrice(items []Item) int {` here.")), stubber(nil, false), Options{})
 	if err != nil {
@@ -307,13 +358,22 @@ func TestFixtureJSONGolden(t *testing.T) {
 	unpriced, used := map[string]bool{}, PriceTable{}
 	sr.fill(st, nil, nil, DefaultPrices(), unpriced, used)
 	r.Sessions = append(r.Sessions, sr)
-	r.finish(nil, unpriced, used)
-	if r.Total.Quotes != (QuoteStats{Quotes: 1, Lost: 1}) || len(r.Unpriced) != 1 || r.Unpriced[0] != "(no model)" {
-		t.Errorf("quotes %+v, unpriced %q", r.Total.Quotes, r.Unpriced)
-	}
-	var buf bytes.Buffer
-	if err := r.WriteJSON(&buf); err != nil {
+	// A compaction whose summary keeps the request but not the file.
+	mem := store.NewMemory()
+	st, err = Measure("compacted", compactionStream("- // totals are computed in cents, never floats"), compactor(mem, true, "look at prices the user typed this very line as well"), Options{Store: mem})
+	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "fixture.golden.json", buf.Bytes())
+	sr = SessionReport{ID: "compacted-session", Name: "compacted", PerRequest: []RequestReport{}}
+	sr.fill(st, nil, nil, DefaultPrices(), unpriced, used)
+	r.Sessions = append(r.Sessions, sr)
+	r.finish(nil, unpriced, used)
+	wantQuotes := QuoteStats{Quotes: 2, Lost: 1, Cleared: 1, Retrievable: 1, Compacted: 1, CompactedRetrievable: 1}
+	if r.Total.Quotes != wantQuotes || len(r.Unpriced) != 1 || r.Unpriced[0] != "(no model)" {
+		t.Errorf("quotes %+v, unpriced %q", r.Total.Quotes, r.Unpriced)
+	}
+	if rc := r.Total.Recall; rc == nil || rc[FactRequest] != (FactCount{Found: 1, Total: 1}) || rc[FactFile] != (FactCount{Total: 1}) || rc.Facts() != 2 {
+		t.Errorf("recall %v", rc)
+	}
+	return r
 }

@@ -147,6 +147,9 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 				return Outcome{}, fmt.Errorf("not rewritten: %s", res.Skipped)
 			}
 			out := Outcome{Body: res.Body, Reported: res.Event, Failed: res.Err}
+			if w, mo := res.Model.Window, res.Model.MaxOutput; w > mo && mo > 0 {
+				out.Line = w - mo
+			}
 			if res.Compaction != "" {
 				rec, err := compact.ReadRecord(context.Background(), mem, res.Compaction)
 				if err != nil {
@@ -157,6 +160,7 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 					small = c.SmallModel(res.Model.ID)
 				}
 				out.Summary = &SummaryCall{Model: small, In: rec.InputTokens, Out: rec.OutputTokens}
+				out.Compaction = &Compaction{Text: rec.Text, Messages: rec.Messages}
 			}
 			if res.Err != nil || !staged || len(passes) == 0 || len(res.Passes) != len(passes) {
 				return out, nil
@@ -356,8 +360,12 @@ func sessionStream(s *transcript.Session, opt transcript.BuildOptions) ([]Reques
 			return nil, nil, err
 		}
 		req := Request{Body: r.Body, Reset: r.Reset, Model: r.Model}
-		if r.Message >= 0 {
+		switch {
+		case r.Message >= 0:
 			req.Answer = s.AppendJSON(nil, r.Message)
+		case s.Codex != nil && r.Index < len(s.Codex.Turns):
+			t := s.Codex.Turns[r.Index]
+			req.Answer = codexAnswer(s.Codex.Items[t.End:t.Out])
 		}
 		out = append(out, req)
 		usage = append(usage, r.Usage)

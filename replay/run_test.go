@@ -5,17 +5,21 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/ctxguard/ctxguard/internal/shareddata"
+	"github.com/ctxguard/ctxguard/internal/stub"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/protocol"
+	"github.com/ctxguard/ctxguard/replay/chart"
 	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/transcript"
@@ -153,6 +157,21 @@ func TestDefaultPipeline(t *testing.T) {
 	rep := testdataReport(t, p)
 	checkSums(t, rep)
 	t.Logf("tokens %.3f cost %.3f bp %.3f events %d invalid %d quotes %+v", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.BPCostRatio, rep.Total.Events, rep.Total.Invalid, rep.Total.Quotes)
+	// Each session knows the overflow line the Guard held it to, which
+	// its chart draws.
+	for _, s := range rep.Sessions {
+		if len(s.PerRequest) == 0 {
+			continue
+		}
+		m := model.Lookup(s.Model)
+		if s.Line != m.Window-m.MaxOutput {
+			t.Errorf("%s (%s): overflow line %d, want %d − %d", s.ID, s.Model, s.Line, m.Window, m.MaxOutput)
+		}
+		marks, err := chart.ReadMarks(SessionSVG(&s))
+		if err != nil || marks.Line != s.Line {
+			t.Errorf("%s: chart overflow line %d (%v), want %d", s.ID, marks.Line, err, s.Line)
+		}
+	}
 }
 
 // checkSums checks the report's internal arithmetic.
@@ -423,6 +442,56 @@ func TestSharedDataSmallWindow(t *testing.T) {
 			if tt.Quotes.Lost != 0 {
 				t.Errorf("%d quoted lines lost", tt.Quotes.Lost)
 			}
+			checkRecall(t, rep)
 		})
+	}
+}
+
+// checkRecall checks the fact recall of a replay's compactions: every
+// compaction is measured, the sessions add up to the total, no kind finds
+// more than it has, the replaced spans hold requests, commands and
+// identifiers, and the text report shows the figures.
+func checkRecall(t *testing.T, rep *Report) {
+	t.Helper()
+	tt := rep.Total
+	if tt.Recall == nil {
+		t.Fatalf("%d compactions, no recall in the report", tt.Summaries)
+	}
+	t.Logf("recall: %s", recallLine(*tt.Recall))
+	var sum Recall
+	n := 0
+	for _, s := range rep.Sessions {
+		var ss Recall
+		for _, sr := range s.SummaryRecall {
+			ss.Add(sr.Recall)
+			n++
+		}
+		if (s.Recall == nil) != (len(s.SummaryRecall) == 0) || s.Recall != nil && *s.Recall != ss {
+			t.Errorf("%s: recall %v, its compactions add up to %v", s.Name, s.Recall, ss)
+		}
+		sum.Add(ss)
+	}
+	if n != tt.Summaries || sum != *tt.Recall {
+		t.Errorf("%d compactions measured of %d; sessions add up to %v, total %v", n, tt.Summaries, sum, *tt.Recall)
+	}
+	for k, c := range *tt.Recall {
+		if c.Found > c.Total {
+			t.Errorf("%s: %d found of %d", FactKind(k), c.Found, c.Total)
+		}
+	}
+	for _, k := range []FactKind{FactRequest, FactCommand, FactIdentifier} {
+		if tt.Recall[k].Total == 0 {
+			t.Errorf("no %s in the replaced spans", k)
+		}
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteText(&buf, TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := tt.Recall[FactCommand]
+	for _, want := range []string{"what the agent keeps:", fmt.Sprintf("unique commands %s/%s", stub.Commas(c.Found), stub.Commas(c.Total))} {
+		if !strings.Contains(squeeze(buf.String()), want) {
+			t.Errorf("the text report lacks %q", want)
+		}
 	}
 }

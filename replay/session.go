@@ -58,6 +58,35 @@ type Outcome struct {
 	// Summary is the summarizer call of a compaction this request
 	// carries for the first time, or nil.
 	Summary *SummaryCall
+	// Line is the overflow line the rewriter held the request to: its
+	// model's window less its maximum output, in estimated tokens; 0 when
+	// the rewriter does not say.
+	Line int
+	// Compaction is the compaction this request carries for the first
+	// time, or nil: its summary's fact recall is measured (recall.go).
+	Compaction *Compaction
+}
+
+// Compaction is what a compaction's record says: the summary message's
+// text as sent, and how many messages it replaces, from the first user
+// message on (earlier compactions included).
+type Compaction struct {
+	Text     string
+	Messages int
+}
+
+// SummaryRecall is the fact recall of one compaction's summary.
+type SummaryRecall struct {
+	// Request is the index of the request that first carried it;
+	// Messages the messages it replaced; Tokens the summary message's
+	// estimate.
+	Request  int `json:"request"`
+	Messages int `json:"messages"`
+	Tokens   int `json:"summary_tokens"`
+	// Recall counts the replaced messages' facts and those the summary
+	// kept, by kind; Missed lists the first few it did not keep.
+	Recall Recall `json:"recall"`
+	Missed Missed `json:"missed"`
 }
 
 // SummaryCall is what writing one compaction summary cost (or, for an
@@ -122,6 +151,11 @@ type RequestStat struct {
 	// OverLine and OrigOverLine: the sent and the original request's
 	// estimate is above Options.Line.
 	OverLine, OrigOverLine bool
+	// Line is the rewriter's overflow line for the request (Outcome.Line).
+	Line int
+	// Recall is the fact recall of the compaction this request carried
+	// first (Outcome.Compaction), or nil.
+	Recall *SummaryRecall
 }
 
 // PassTokens is what one pass did: edits made and prompt tokens saved
@@ -161,6 +195,10 @@ type Totals struct {
 	SummaryIn, SummaryOut  int // the summarizer's tokens
 	OverLine, OrigOverLine int // requests above Options.Line, sent and original
 	Quotes                 QuoteStats
+	// Recall sums the fact recall of the compactions' summaries;
+	// Recalled counts the compactions measured.
+	Recall   Recall
+	Recalled int
 	// Passes sums PassTokens by pass name, in order of first appearance.
 	Passes []PassTokens
 }
@@ -209,6 +247,10 @@ func (t *Totals) add(r RequestStat) {
 		t.OrigOverLine++
 	}
 	t.Quotes.Add(r.Quotes)
+	if r.Recall != nil {
+		t.Recall.Add(r.Recall.Recall)
+		t.Recalled++
+	}
 	t.addPasses(r.Passes)
 }
 
@@ -248,6 +290,8 @@ func (t *Totals) Merge(o Totals) {
 	t.OverLine += o.OverLine
 	t.OrigOverLine += o.OrigOverLine
 	t.Quotes.Add(o.Quotes)
+	t.Recall.Add(o.Recall)
+	t.Recalled += o.Recalled
 	t.addPasses(o.Passes)
 }
 
@@ -368,11 +412,12 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 			return st, fmt.Errorf("%s request %d: original: %w", name, i, err)
 		}
 		po := prompt.FromConversation(co)
-		ps := po
+		ps, cs := po, co
 		if !bytes.Equal(sent, body) {
-			if ps, err = parse(sent); err != nil {
+			if cs, err = proto.Parse(sent); err != nil {
 				return st, fmt.Errorf("%s request %d: rewritten: %w", name, i, err)
 			}
+			ps = prompt.FromConversation(cs)
 		}
 		r := RequestStat{
 			Model:     req.Model,
@@ -380,7 +425,7 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 			OrigTokens: po.Tokens(), SentTokens: ps.Tokens(),
 			OrigRead: prompt.PrefixRead(prevOrig, po), SentRead: prompt.PrefixRead(prevSent, ps),
 			OrigBPRead: bpOrig.Read(po), SentBPRead: bpSent.Read(ps),
-			Reported: out.Reported, Failed: out.Failed,
+			Reported: out.Reported, Failed: out.Failed, Line: out.Line,
 		}
 		if cm.Automatic {
 			r.OrigBPRead, r.SentBPRead = r.OrigRead, r.SentRead
@@ -415,10 +460,13 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 		if opt.Check != nil {
 			r.Invalid = opt.Check(body, sent)
 		}
+		if c := out.Compaction; c != nil {
+			r.Recall = summaryRecall(i, co, *c)
+		}
 		if req.Answer != nil {
 			quotes.observe(co, req.Reset || i == 0)
 			var lost []string
-			r.Quotes, lost = quotes.check(req.Answer, sent)
+			r.Quotes, lost = quotes.check(req.Answer, sent, func() int { return compactionEnd(co, cs) })
 			for _, l := range lost {
 				if len(st.Lost) < MaxLostExamples {
 					st.Lost = append(st.Lost, LostQuote{Request: i, Line: clip(l, lostLineMax)})

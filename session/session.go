@@ -1,6 +1,9 @@
 // Package session names the agent session a request belongs to.
 //
-// The key is, in order of preference: a client's session header
+// A key names the request's protocol first, so requests of different
+// protocols never share a session, whatever ids or prompts they have in
+// common: a client's session header or prompt can be reused by another
+// client that speaks another API. After it comes, in order of preference: a client's session header
 // (Claude Code's x-claude-code-session-id, Codex's session-id or thread-id,
 // opencode's x-session-id), a session id the body carries (the Dialect's
 // SessionID: the session_id inside Anthropic's metadata.user_id, the
@@ -21,14 +24,17 @@ import (
 // Headers that carry a client's own session id, most specific first.
 var Headers = []string{"X-Claude-Code-Session-Id", "Session-Id", "Thread-Id", "X-Session-Id"}
 
-// Key returns the session key of a request. c may be nil when the body was
-// not understood; then only headers are used and "" may be returned.
-// Keys from clients are prefixed with where they came from and cut to 128
-// bytes so they are safe in logs and file names after hashing.
-func Key(h http.Header, c *conversation.Conversation) string {
+// Key returns the session key of a request of protocol proto (a
+// protocol.Protocol's Name: "anthropic", "responses", "chat"). c may be
+// nil when the body was not understood; then only headers are used and ""
+// may be returned. A key is proto, then where the id came from ("h:" a
+// header, "m:" the body's session id, "p:" the prefix hash), then the id
+// cut to 128 bytes, so it is safe in logs and file names after hashing:
+// "anthropic:h:0b4c…".
+func Key(proto string, h http.Header, c *conversation.Conversation) string {
 	for _, name := range Headers {
 		if v := strings.TrimSpace(h.Get(name)); v != "" {
-			return "h:" + clip(v)
+			return proto + ":h:" + clip(v)
 		}
 	}
 	if c == nil {
@@ -36,10 +42,10 @@ func Key(h http.Header, c *conversation.Conversation) string {
 	}
 	if c.Dialect != nil {
 		if id := c.Dialect.SessionID(c); id != "" {
-			return "m:" + clip(id)
+			return proto + ":m:" + clip(id)
 		}
 	}
-	return "p:" + prefixHash(c)
+	return proto + ":p:" + prefixHash(c)
 }
 
 func clip(s string) string {

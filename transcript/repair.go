@@ -6,12 +6,16 @@ import (
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 )
 
+// RepairNote starts the text of every block a repair inserts, so that a
+// measure can tell them from what the session itself said.
+const RepairNote = "[ctxguard replay: "
+
 // Texts of the blocks repairs insert. They say what happened so that a
 // replayed request explains itself.
 const (
-	placeholderUserText    = "[ctxguard replay: no user message was recorded here]"
-	placeholderRemovedText = "[ctxguard replay: tool results without a recorded call were removed]"
-	missingResultText      = "[ctxguard replay: the transcript holds no result for this tool call]"
+	placeholderUserText    = RepairNote + "no user message was recorded here]"
+	placeholderRemovedText = RepairNote + "tool results without a recorded call were removed]"
+	missingResultText      = RepairNote + "the transcript holds no result for this tool call]"
 )
 
 func placeholderBlock(text string) Block {

@@ -1,6 +1,7 @@
 // Command ctxguard runs the ctxguard proxy and its tools.
 //
 //	ctxguard serve    [--listen ADDR] [--upstream URL] [--config FILE] ...
+//	ctxguard run      [flags] -- CLIENT [ARGS...]  a client through ctxguard
 //	ctxguard config   [--config FILE]   print the effective configuration
 //	ctxguard replay   [flags] [PATH...]  what ctxguard would save on transcripts
 //	ctxguard bench    [flags]            the overhead load test
@@ -36,6 +37,7 @@ const usage = `usage: ctxguard <command> [flags]
 
 commands:
   serve    run the proxy (default 127.0.0.1:8787 -> https://api.anthropic.com)
+  run      run a client through ctxguard: ctxguard run [flags] -- claude|codex|opencode|CMD [ARGS...]
   config   print the effective configuration as YAML
   replay   what-if report: replay session transcripts through the pipeline
   bench    measure ctxguard's overhead (loopback load test); --json, --benchfmt
@@ -58,6 +60,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd, args := args[0], args[1:]; cmd {
 	case "serve":
 		err = serve(args, stdout, stderr)
+	case "run":
+		var code int
+		if code, err = runClient(args, stdout, stderr); err == nil {
+			return code
+		}
+		if ce, ok := err.(clientError); ok {
+			fmt.Fprintln(stderr, "ctxguard run:", ce.err)
+			return ce.code
+		}
 	case "config":
 		err = printConfig(args, stdout)
 	case "replay":
@@ -184,8 +195,9 @@ type serveFlags struct {
 }
 
 // loadConfig parses the common flags (and, for serve, sf's) and returns
-// the effective config, paths expanded and validated.
-func loadConfig(name, help string, args []string, stdout io.Writer, sf *serveFlags) (config.Config, error) {
+// the effective config, paths expanded and validated. The arguments after
+// the flags go to rest; with rest nil they are an error.
+func loadConfig(name, help string, args []string, stdout io.Writer, sf *serveFlags, rest *[]string) (config.Config, error) {
 	fs := newFlagSet("ctxguard "+name, help, stdout)
 	file := fs.String("config", "", "YAML config file")
 	listen := fs.String("listen", "", "listen address (default 127.0.0.1:8787)")
@@ -200,7 +212,9 @@ func loadConfig(name, help string, args []string, stdout io.Writer, sf *serveFla
 	if err := parseFlags(fs, args); err != nil {
 		return config.Config{}, err
 	}
-	if fs.NArg() > 0 {
+	if rest != nil {
+		*rest = fs.Args()
+	} else if fs.NArg() > 0 {
 		return config.Config{}, usageError{cmd: fs.Name(), err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	cfg, err := config.Load(*file)
@@ -235,7 +249,7 @@ func loadConfig(name, help string, args []string, stdout io.Writer, sf *serveFla
 }
 
 func printConfig(args []string, w io.Writer) error {
-	cfg, err := loadConfig("config", configHelp, args, w, nil)
+	cfg, err := loadConfig("config", configHelp, args, w, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -260,7 +274,7 @@ func newLogger(cfg config.Config, w io.Writer, lv *slog.LevelVar) *slog.Logger {
 
 func serve(args []string, stdout, stderr io.Writer) error {
 	var sf serveFlags
-	cfg, err := loadConfig("serve", serveHelp, args, stdout, &sf)
+	cfg, err := loadConfig("serve", serveHelp, args, stdout, &sf, nil)
 	if err != nil {
 		return err
 	}

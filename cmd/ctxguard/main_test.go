@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,8 +23,12 @@ import (
 
 // TestMain lets tests run the test binary as the ctxguard command
 // (CTXGUARD_TEST_MAIN=1), so that process-level behaviour is tested on the
-// real main without a separate build.
+// real main without a separate build; under a fake client's name it is
+// that client (fakeClient).
 func TestMain(m *testing.M) {
+	if slices.Contains(fakeClients, filepath.Base(os.Args[0])) {
+		os.Exit(fakeClient())
+	}
 	if os.Getenv("CTXGUARD_TEST_MAIN") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
@@ -65,6 +70,10 @@ func TestCommandLine(t *testing.T) {
 		{name: "config", args: []string{"config"}, code: 0, stdout: "idle: 5m0s"},
 		{name: "open to the network without a token", args: []string{"config", "--listen", "0.0.0.0:8787"}, code: 1, stderrOnce: "set auth_token"},
 		{name: "bad exit-with-parent", args: []string{"serve", "--exit-with-parent", "maybe"}, code: 2, stderrOnce: "must be true, false or auto"},
+		{name: "run -h", args: []string{"run", "-h"}, code: 0, stdout: "usage: ctxguard run [flags] [--] CLIENT [ARGS...]"},
+		{name: "run without a client", args: []string{"run", "--dry-run", "--"}, code: 2, stderrOnce: "name the client to start"},
+		{name: "run with a bad flag", args: []string{"run", "--bogus", "claude"}, code: 2, stderrOnce: "flag provided but not defined: -bogus"},
+		{name: "run with a bad config", args: []string{"run", "--listen", "0.0.0.0:8787", "claude"}, code: 1, stderrOnce: "set auth_token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(tc.args...)

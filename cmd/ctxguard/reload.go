@@ -34,7 +34,7 @@ type reloader struct {
 // restart, kept at their running values) or rejected (why; the running
 // configuration stays).
 func (r *reloader) reload() {
-	next, err := loadConfig("serve", serveHelp, r.args, io.Discard, &serveFlags{})
+	next, err := loadConfig("serve", serveHelp, r.args, io.Discard, &serveFlags{}, nil)
 	var rl ctxguard.Reloaded
 	if err == nil {
 		if next.Listen == r.listen {

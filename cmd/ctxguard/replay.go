@@ -19,7 +19,9 @@ const replayUsage = `usage: ctxguard replay [flags] [PATH...]
 
 Replays agent session transcripts through ctxguard's pipeline and reports
 what it would have saved: tokens, cache-aware cost, money, edit events,
-validity and quote retention, per session and in total.
+validity, and what the agent keeps (quote retention; the facts of the
+messages each compaction replaced that its summary still names), per
+session and in total.
 
 PATH is a Claude Code transcript (.jsonl), a Codex CLI rollout
 (rollout-*.jsonl, replayed as Responses API requests and priced at

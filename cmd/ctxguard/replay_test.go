@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctxguard/ctxguard/replay/chart"
 )
 
 // The transcripts of package transcript's tests.
@@ -92,6 +94,53 @@ func TestReplayText(t *testing.T) {
 	}
 }
 
+// At a 16K window the test transcripts compact: the JSON and the text
+// say what each summary kept of the messages it replaced.
+func TestReplayRecall(t *testing.T) {
+	out, _, err := runArgs(t, false, "--window", "16k", "--json", ccDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type count struct{ Found, Total int }
+	var r struct {
+		Total struct {
+			Summaries int              `json:"summaries"`
+			Recall    map[string]count `json:"recall"`
+		} `json:"total"`
+		Sessions []struct {
+			SummaryRecall []struct {
+				Messages int              `json:"messages"`
+				Recall   map[string]count `json:"recall"`
+			} `json:"summary_recall"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	n, requests := 0, 0
+	for _, s := range r.Sessions {
+		for _, sr := range s.SummaryRecall {
+			n++
+			requests += sr.Recall["user_requests"].Total
+			if sr.Messages <= 0 {
+				t.Errorf("a summary of %d messages", sr.Messages)
+			}
+		}
+	}
+	if r.Total.Summaries == 0 || n != r.Total.Summaries || requests == 0 || r.Total.Recall["user_requests"].Total != requests || len(r.Total.Recall) != 7 {
+		t.Errorf("%d compactions, %d measured, %d requests in their spans, total recall %v", r.Total.Summaries, n, requests, r.Total.Recall)
+	}
+	text, _, err := runArgs(t, false, "--window", "16k", "--requests", ccDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"what the agent keeps:", "the user's requests", "summary of request"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text output lacks %q", want)
+		}
+	}
+}
+
 func TestReplayProgress(t *testing.T) {
 	for _, tc := range []struct {
 		tty  bool
@@ -120,6 +169,26 @@ func TestReplayChart(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "chart: "+path) {
 		t.Errorf("stderr %q does not name the chart", errOut)
+	}
+}
+
+// TestReplayChartLine: --chart draws each session's overflow line, the
+// window less the maximum output (--window 20k: 20,000 − 2,500).
+func TestReplayChartLine(t *testing.T) {
+	dir := t.TempDir() + "/"
+	if _, errOut, err := runArgs(t, false, "--window", "20k", "--chart", dir, ccDir); err != nil {
+		t.Fatal(err, errOut)
+	}
+	files, _ := filepath.Glob(dir + "*.svg")
+	if len(files) == 0 {
+		t.Fatal("no chart written")
+	}
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		m, err := chart.ReadMarks(b)
+		if err != nil || m.Line != 17_500 {
+			t.Errorf("%s: overflow line %d (%v), want 17500", filepath.Base(f), m.Line, err)
+		}
 	}
 }
 

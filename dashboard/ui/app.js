@@ -47,12 +47,16 @@ function tokens(n) {
   return (n / 1e6).toFixed(1) + "M";
 }
 function exact(n) { return Number(n).toLocaleString("en-US"); }
+// usd rounds dollars to what a person reads: cents, or "< $0.01" for
+// less than a cent; usdExact keeps the figure for tooltips.
 function usd(x) {
-  if (x >= 100) return "$" + x.toFixed(0);
-  if (x >= 1) return "$" + x.toFixed(2);
-  if (x >= 0.01 || x === 0) return "$" + x.toFixed(3);
-  return "$" + x.toFixed(5);
+  if (x === 0) return "$0";
+  if (x < 0) return -x < 0.005 ? "> −$0.01" : "−" + usd(-x);
+  if (x < 0.005) return "< $0.01";
+  if (x < 1000) return "$" + x.toFixed(2);
+  return "$" + Math.round(x).toLocaleString("en-US");
 }
+function usdExact(x) { return "$" + Number(x).toFixed(6); }
 function pct(x) { return (x * 100).toFixed(x < 0.1 && x > 0 ? 1 : 0) + "%"; }
 function ago(t, now) {
   const s = Math.max(0, (new Date(now) - new Date(t)) / 1000);
@@ -64,8 +68,9 @@ function ago(t, now) {
 function clock(t) { return new Date(t).toLocaleTimeString(); }
 function ms(x) { return x >= 1000 ? (x / 1000).toFixed(2) + " s" : x.toFixed(1) + " ms"; }
 function bytes(n) {
-  if (n < 1024) return n + " B";
-  if (n < 1 << 20) return (n / 1024).toFixed(1) + " KiB";
+  const a = Math.abs(n);
+  if (a < 1024) return n + " B";
+  if (a < 1 << 20) return (n / 1024).toFixed(1) + " KiB";
   return (n / (1 << 20)).toFixed(1) + " MiB";
 }
 
@@ -75,6 +80,14 @@ function num(value, shown, field) {
   return el("td", { class: "num", title: exact(value), "data-field": field, "data-value": value }, shown);
 }
 function tokCell(n, field) { return num(n, tokens(n), field); }
+function usdCell(x, field) {
+  return el("td", { class: "num", title: usdExact(x), "data-field": field, "data-value": x }, usd(x));
+}
+// added says what ctxguard added on purpose (API settings, such as the
+// thinking binding's drop_block): never a negative saving.
+function added(n) {
+  return n > 0 ? "+" + tokens(n) + " added on purpose (API settings)" : "";
+}
 
 function sessionHref(key) { return "/ctxguard/session?key=" + encodeURIComponent(key); }
 function requestHref(seq) { return "/ctxguard/request?seq=" + encodeURIComponent(seq); }
@@ -92,8 +105,8 @@ async function get(url) {
   }
 }
 
-function card(label, value, note, field) {
-  return el("div", { class: "card", "data-card": field },
+function card(label, value, note, field, title) {
+  return el("div", { class: "card", "data-card": field, title: title },
     el("div", { class: "label" }, label),
     el("div", { class: "value" }, value),
     note ? el("div", { class: "note" }, note) : null);
@@ -129,15 +142,21 @@ async function overview() {
   const t = o.today;
   const savedPct = t.tokens_before ? t.tokens_saved / t.tokens_before : 0;
   const cards = el("div", { class: "cards" },
-    card("Requests today", exact(t.requests), t.rewritten + " rewritten", "requests"),
-    card("Tokens saved", tokens(t.tokens_saved), pct(savedPct) + " of " + tokens(t.tokens_before) + " sent by clients", "tokens_saved"),
-    card("Saved", usd(t.saved_usd), "at cache-read prices (a lower bound)", "saved_usd"),
-    card("Spent", usd(t.spent_usd), "prompts as the API billed them", "spent_usd"),
+    card("Requests today", exact(t.requests), [t.rewritten + " rewritten",
+      t.unlisted ? t.unlisted + " in no session (bypassed or unreadable)" : ""].filter(Boolean).join(" · "), "requests"),
+    card("Tokens saved", tokens(t.tokens_saved), [pct(savedPct) + " of " + tokens(t.tokens_before) + " sent by clients",
+      added(t.tokens_added)].filter(Boolean).join(" · "), "tokens_saved", exact(t.tokens_saved) + " tokens"),
+    card("Saved", usd(t.saved_usd), "at cache-read prices (a lower bound)" + (t.tokens_added ? "; the settings added cost " + usd(t.added_usd) : ""),
+      "saved_usd", usdExact(t.saved_usd)),
+    card("Spent", usd(t.spent_usd), "prompts as the API billed them", "spent_usd", usdExact(t.spent_usd)),
+    t.dry_run ? card("Would save", tokens(t.tokens_would_save), "dry run: " + t.dry_run + " requests went unchanged · " + usd(t.would_save_usd),
+      "would_save", exact(t.tokens_would_save) + " tokens") : null,
     card("Edit events", exact(t.events), t.compactions + " compactions", "events"),
     card("Stubs", exact(t.stubs), "items moved to blobs", "stubs"));
   const rows = o.sessions.map(s => el("tr", { "data-session": s.key, class: s.events ? "event" : "" },
     el("td", { class: "key" }, el("a", { href: sessionHref(s.key) }, s.key),
-      s.live ? " " : null, s.live ? el("span", { class: "badge live" }, "live") : null),
+      s.live ? " " : null, s.live ? el("span", { class: "badge live" }, "live") : null,
+      s.dry_run ? " " : null, s.dry_run ? el("span", { class: "badge" }, "dry run") : null),
     el("td", { class: "nowrap" }, s.client || "—"),
     el("td", { class: "nowrap" }, s.model || "—"),
     el("td", {}, gauge(s.full, s.last_sent, s.window)),
@@ -145,12 +164,13 @@ async function overview() {
     tokCell(s.last_after, "last_after"),
     num(s.requests, exact(s.requests), "requests"),
     tokCell(s.tokens_saved, "tokens_saved"),
-    num(s.saved_usd, usd(s.saved_usd), "saved_usd"),
+    usdCell(s.saved_usd, "saved_usd"),
     num(s.events, exact(s.events), "events"),
     el("td", { class: "num", title: new Date(s.last).toString() }, ago(s.last, o.now))));
   replaceMain(
     el("h1", {}, "Overview"),
     el("p", { class: "sub" }, "Today since midnight · " + o.sessions.length + " sessions kept · " + exact(o.since_start.requests) + " requests since start"),
+    o.today_error ? el("p", { class: "error", id: "today-error" }, "Today's totals could not go through the store: " + o.today_error) : null,
     cards,
     el("h2", {}, "Sessions"),
     o.sessions.length === 0 ? el("p", { class: "muted" }, "No requests yet. Point a client at ctxguard (ANTHROPIC_BASE_URL=http://127.0.0.1:8787) and its sessions appear here.") :
@@ -162,33 +182,43 @@ async function sessionPage() {
   const v = await get("/ctxguard/api/session/" + encodeURIComponent(key));
   const s = v.session;
   document.title = "ctxguard · " + s.key;
-  const chart = el("img", { id: "chart", alt: "prompt tokens per request, original and sent, with edit events marked" });
+  const chart = el("img", { id: "chart", alt: "prompt tokens per request, original and sent, against the overflow line, with edit events and compactions marked" });
   chart.src = "/ctxguard/api/session/" + encodeURIComponent(key) + "/chart.svg?theme=" + effectiveTheme() + "&seq=" + s.last_seq;
-  const rows = v.points.slice().reverse().map(p => el("tr", { "data-seq": p.seq, class: p.event ? "event" : "" },
-    el("td", { class: "num" }, p.detail ? el("a", { href: requestHref(p.seq) }, "#" + p.seq) : "#" + p.seq),
-    el("td", {}, clock(p.time)),
-    tokCell(p.tokens_before, "tokens_before"),
-    tokCell(p.tokens_after, "tokens_after"),
-    num(p.tokens_before - p.tokens_after, p.tokens_before ? pct((p.tokens_before - p.tokens_after) / p.tokens_before) : "—", "saved"),
-    num(p.calibrated_after, p.calibrated_after ? tokens(p.calibrated_after) : "—", "calibrated_after"),
-    el("td", {}, p.event ? el("span", { class: "badge event" }, "edit event") : null, " ",
-      p.compaction ? el("span", { class: "badge compaction" }, "compaction") : null,
-      p.client_compaction ? el("span", { class: "badge" }, "client compaction") : null),
-    el("td", {}, p.outcome),
-    num(p.status, p.status || "—", "status"),
-    tokCell(p.cache_read, "cache_read"),
-    tokCell(p.cache_write, "cache_write"),
-    num(p.spent_usd, usd(p.spent_usd), "spent_usd"),
-    num(p.saved_usd, usd(p.saved_usd), "saved_usd")));
+  const rows = v.points.slice().reverse().map(p => {
+    const sent = p.dry_run && p.would_send ? p.would_send : p.tokens_after;
+    const saved = (p.dry_run ? p.tokens_would_save : p.tokens_saved) || 0;
+    return el("tr", { "data-seq": p.seq, "data-n": p.n, class: p.event ? "event" : "" },
+      el("td", { class: "num", title: "request " + p.seq + " since start" }, p.detail ? el("a", { href: requestHref(p.seq) }, "#" + p.n) : "#" + p.n),
+      el("td", {}, clock(p.time)),
+      tokCell(p.tokens_before, "tokens_before"),
+      num(sent, tokens(sent) + (p.dry_run ? " (would send)" : ""), "tokens_after"),
+      el("td", { class: "num", "data-field": "saved", "data-value": saved, title: [exact(saved) + " tokens taken out", added(p.tokens_added)].filter(Boolean).join("; ") },
+        p.tokens_before ? pct(saved / p.tokens_before) : "—",
+        p.tokens_added ? el("span", { class: "muted small" }, " +" + tokens(p.tokens_added)) : null),
+      num(p.calibrated_after, p.calibrated_after ? tokens(p.calibrated_after) : "—", "calibrated_after"),
+      el("td", {}, p.compaction ? el("span", { class: "badge compaction" }, "compaction") : p.event ? el("span", { class: "badge event" }, "edit event") : null,
+        p.client_compaction ? el("span", { class: "badge" }, "client compaction") : null,
+        p.dry_run ? el("span", { class: "badge" }, "dry run") : null),
+      el("td", {}, p.outcome),
+      num(p.status, p.status || "—", "status"),
+      tokCell(p.cache_read, "cache_read"),
+      tokCell(p.cache_write, "cache_write"),
+      usdCell(p.spent_usd, "spent_usd"),
+      usdCell(p.saved_usd, "saved_usd"));
+  });
   replaceMain(
     el("h1", {}, s.key),
     el("p", { class: "sub" }, [s.client || "unknown client", s.model || "unknown model", s.protocol,
       exact(s.requests) + " requests", tokens(s.tokens_saved) + " tokens saved (" + usd(s.saved_usd) + ")",
-      s.events + " edit events"].filter(Boolean).join(" · ")),
+      s.events + " edit events", s.compactions ? s.compactions + " compactions" : "",
+      s.dry_run ? "dry run: figures after are what would have been sent" : ""].filter(Boolean).join(" · ")),
     el("div", { class: "cards" },
-      card("Context used", s.window ? pct(s.full) : "—", s.window ? tokens(s.last_sent) + " of " + tokens(s.window) : "window unknown", "full"),
-      card("Tokens saved", tokens(s.tokens_saved), s.tokens_before ? pct(s.tokens_saved / s.tokens_before) + " of the original" : "", "tokens_saved"),
-      card("Saved", usd(s.saved_usd), "spent " + usd(s.spent_usd), "saved_usd"),
+      card("Context used", s.window ? pct(s.full) : "—", s.window ? tokens(s.last_sent) + " of " + tokens(s.window) +
+        (s.overflow_line ? " · overflow line " + tokens(s.overflow_line) : "") : "window unknown", "full"),
+      card("Tokens saved", tokens(s.tokens_saved), [s.tokens_before ? pct(s.tokens_saved / s.tokens_before) + " of the original" : "",
+        added(s.tokens_added)].filter(Boolean).join(" · "), "tokens_saved", exact(s.tokens_saved) + " tokens"),
+      card("Saved", usd(s.saved_usd), "spent " + usd(s.spent_usd), "saved_usd", usdExact(s.saved_usd)),
+      s.dry_run ? card("Would save", tokens(s.tokens_would_save), "dry run · " + usd(s.would_save_usd), "would_save") : null,
       card("Cache", tokens(s.cache_read), "read · " + tokens(s.cache_write) + " written", "cache")),
     el("div", { class: "chart" }, chart),
     el("h2", {}, "Requests"),
@@ -200,36 +230,39 @@ async function requestPage() {
   const seq = new URLSearchParams(location.search).get("seq") || "";
   const r = await get("/ctxguard/api/request/" + encodeURIComponent(seq));
   document.title = "ctxguard · request " + r.seq;
-  const saved = r.tokens_before - r.tokens_after;
+  const saved = (r.dry_run ? r.tokens_would_save : r.tokens_saved) || 0;
+  const after = r.dry_run && r.would_send ? r.would_send : r.tokens_after;
   const facts = el("dl", { class: "facts" });
   const fact = (k, ...v) => facts.append(el("dt", {}, k), el("dd", {}, ...v));
-  fact("Session", el("a", { href: sessionHref(r.session) }, r.session));
+  fact("Session", r.session ? el("a", { href: sessionHref(r.session) }, r.session) : "none (bypassed or unreadable: counted, listed in no session)");
   fact("Model", r.model || "—", r.window ? " · window " + tokens(r.window) + " · max output " + tokens(r.max_output) : "");
   fact("Client", (r.client || "—") + " · " + (r.protocol || "") + " " + (r.path || "") + (r.route ? " · route " + r.route : ""));
   fact("Outcome", r.outcome, r.skipped ? " (" + r.skipped + ")" : "", r.error_id ? " · error " + r.error_id : "");
   fact("Status", String(r.status || "none (the client left)"));
   fact("Tokens", el("span", { "data-field": "tokens_before", "data-value": r.tokens_before }, exact(r.tokens_before)), " → ",
-    el("span", { "data-field": "tokens_after", "data-value": r.tokens_after }, exact(r.tokens_after)),
-    " (" + (r.tokens_before ? pct(saved / r.tokens_before) : "0%") + " saved, estimated)");
+    el("span", { "data-field": "tokens_after", "data-value": after }, exact(after)),
+    " (" + (r.tokens_before ? pct(saved / r.tokens_before) : "0%") + (r.dry_run ? " would be saved in a dry run: the original went" : " saved") + ", estimated" +
+    (r.tokens_added ? "; " + added(r.tokens_added) : "") + ")");
   if (r.calibrated_before) fact("API tokens", exact(r.calibrated_before) + " → " + exact(r.calibrated_after));
   fact("Edit event", r.event ? el("span", { class: "badge event" }, "yes: the prompt cache is written again from the change") : "no");
   if (r.usage) fact("Usage", exact(r.usage.input) + " input · " + exact(r.usage.cache_read) + " cache read · " + exact(r.usage.cache_write) + " cache write · " + exact(r.usage.output) + " output");
-  fact("Money", "spent " + usd(r.spent_usd) + " · saved " + usd(r.saved_usd));
+  fact("Money", "spent " + usd(r.spent_usd) + " · saved " + usd(r.saved_usd) + (r.added_usd ? " · settings added " + usd(r.added_usd) : ""));
   fact("Bytes", bytes(r.bytes_in) + " → " + bytes(r.bytes_out) + " · answer " + bytes(r.bytes_resp));
   fact("Time", "read " + ms(r.read_ms) + " · rewrite " + ms(r.rewrite_ms) + " · first byte " + ms(r.first_byte_ms) + " · total " + ms(r.total_ms));
 
   const passes = r.passes.map(p => el("tr", { "data-pass": p.name },
-    el("td", {}, p.name), num(p.edits, exact(p.edits), "edits"), num(p.saved_bytes, bytes(p.saved_bytes), "saved_bytes")));
+    el("td", {}, p.name), num(p.edits, exact(p.edits), "edits"), num(p.saved_bytes, bytes(p.saved_bytes), "saved_bytes"),
+    num(p.added_bytes || 0, p.added_bytes ? bytes(p.added_bytes) : "—", "added_bytes")));
   const stubs = r.stubs.map(s => el("tr", { class: "stub", "data-blob": s.blob },
     el("td", { class: "mono" }, s.url ? el("a", { class: "blob", href: s.url }, s.blob) : s.blob),
     num(s.bytes, bytes(s.bytes), "bytes"), num(s.sent, bytes(s.sent), "sent"),
     el("td", {}, el("pre", {}, s.text || ""))));
   const parts = [
-    el("h1", {}, "Request #" + r.seq),
-    el("p", { class: "sub" }, new Date(r.start).toString()),
+    el("h1", {}, r.n ? "Request #" + r.n + " of its session" : "Request " + r.seq + " (no session)"),
+    el("p", { class: "sub" }, new Date(r.start).toString() + " · request " + r.seq + " since start"),
     facts,
     el("h2", {}, "Passes"),
-    passes.length ? table(["Pass", "Edits ", "Bytes saved "], passes) : el("p", { class: "muted" }, "No pass ran."),
+    passes.length ? table(["Pass", "Edits ", "Bytes saved ", "Added on purpose "], passes) : el("p", { class: "muted" }, "No pass ran."),
     el("h2", {}, "Cleared and stored items (" + r.stubs.length + ")"),
     stubs.length ? table(["Blob", "Original ", "Sent ", "Stub"], stubs) : el("p", { class: "muted" }, "Nothing was replaced by a stub."),
   ];

@@ -30,6 +30,8 @@ import (
 	"github.com/ctxguard/ctxguard/dashboard"
 	"github.com/ctxguard/ctxguard/internal/testtool"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/openai/openaitest"
+	"github.com/ctxguard/ctxguard/replay/chart"
 )
 
 // The client's credentials: recognisable, so that the test can show
@@ -38,9 +40,13 @@ const (
 	apiKey      = "sk-ant-api03-DASHBOARD-BROWSER-TEST-KEY-7f3e9c"
 	bearerToken = "DASHBOARD-BROWSER-TEST-BEARER-51d2a0"
 	sessionID   = "browser-session"
-	sessionKey  = "h:" + sessionID
+	sessionKey  = "anthropic:h:" + sessionID
+	chatKey     = "chat:h:" + sessionID // the same header in another protocol: another session
 	evilID      = `<img src=x onerror="window.pwned=1">`
 )
+
+// moneyShown is how the pages round dollars: cents, or less than one.
+var moneyShown = regexp.MustCompile(`^(\$0|< \$0\.01|\$[0-9,]+\.[0-9]{2}|\$[0-9,]+)$`)
 
 // sent is what the proxy said about one request of the session.
 type sent struct {
@@ -60,7 +66,10 @@ func TestDashboard(t *testing.T) {
 
 	up := anthropictest.NewServer(anthropictest.Options{})
 	defer up.Close()
-	base := start(t, up.URL)
+	oa := openaitest.New(openaitest.Options{})
+	oa.Start()
+	defer oa.Close()
+	base := start(t, testConfig(t, up.URL, oa.URL))
 
 	// The session: each request the history so far plus one tool call and
 	// its result; the first result is large, so the clear pass clears it
@@ -73,6 +82,13 @@ func TestDashboard(t *testing.T) {
 		got = append(got, sent{atoi(t, h.Get("X-Ctxguard-Tokens-Before")), atoi(t, h.Get("X-Ctxguard-Tokens-After")), h.Get("X-Ctxguard-Edit-Event") == "1"})
 	}
 	post(t, base, evilID, messages(results[:1]))
+	// Counted, never listed as a session: a bypassed request of the
+	// session and an unreadable one. A request in another protocol with
+	// the same session header is a session of its own.
+	postTo(t, base, "/v1/messages", sessionID, messages(results[:1]), http.Header{"X-Ctxguard-Bypass": {"1"}}, http.StatusOK)
+	postTo(t, base, "/v1/messages", sessionID, []byte(`{"model":"claude-sonnet-4-5","messages":[`), nil, http.StatusBadRequest)
+	postTo(t, base, "/v1/chat/completions", sessionID, []byte(`{"model":"gpt-5.2","stream":true,"messages":[{"role":"user","content":"Look at the files and fix the bug."}]}`), nil, http.StatusOK)
+	const requests, unlisted = 11, 2
 	eventAt := slices.IndexFunc(got, func(s sent) bool { return s.event })
 	if eventAt < 0 {
 		t.Fatalf("no request of the session had an edit event: %+v", got)
@@ -80,8 +96,8 @@ func TestDashboard(t *testing.T) {
 	t.Logf("session: %+v; first event at request %d", got, eventAt+1)
 	// The body the upstream got for the event request names the blobs.
 	upBodies := up.MessagesRequests()
-	if len(upBodies) != len(results)+1 {
-		t.Fatalf("the upstream got %d requests, want %d", len(upBodies), len(results)+1)
+	if len(upBodies) != len(results)+3 {
+		t.Fatalf("the upstream got %d requests, want %d", len(upBodies), len(results)+3)
 	}
 	wantBlobs := blobIDs(upBodies[eventAt].Body)
 	if len(wantBlobs) == 0 {
@@ -89,7 +105,7 @@ func TestDashboard(t *testing.T) {
 	}
 
 	ctx := browser(t, chromium)
-	var texts []string // every page's HTML and text, for the key check
+	var texts, shown []string // the API's answers, the chart; every page's HTML and text
 
 	// 1. The overview lists the session with the proxy's figures.
 	run(t, ctx, "open the overview", chromedp.Navigate(base+"/ctxguard/"), loaded())
@@ -107,12 +123,34 @@ func TestDashboard(t *testing.T) {
 	}
 	// The hostile session key is shown as text, not run.
 	evilShown := get(t, ctx, "check escaping", chromedp.Evaluate[bool](fmt.Sprintf(
-		`[...document.querySelectorAll("td.key a")].some(a => a.textContent === %q) && document.querySelectorAll('img[src="x"]').length === 0`, "h:"+evilID)))
+		`[...document.querySelectorAll("td.key a")].some(a => a.textContent === %q) && document.querySelectorAll('img[src="x"]').length === 0`, "anthropic:h:"+evilID)))
 	pwned := get(t, ctx, "check the script did not run", chromedp.Evaluate[bool](`window.pwned === 1`))
 	if !evilShown || pwned {
 		t.Errorf("the hostile session key: shown as text %v, ran %v", evilShown, pwned)
 	}
-	texts = append(texts, page(t, ctx))
+	// Every request is counted; the bypassed and the unreadable one are
+	// listed as no session; the protocols are apart.
+	keys := get(t, ctx, "read the sessions", chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr[data-session]")].map(r => r.dataset.session)`))
+	slices.Sort(keys)
+	if want := []string{"anthropic:h:" + evilID, sessionKey, chatKey}; !slices.Equal(keys, slices.Sorted(slices.Values(want))) {
+		t.Errorf("sessions listed %q, want %q", keys, want)
+	}
+	cards := get(t, ctx, "read the cards", chromedp.Evaluate[map[string][2]string](
+		`Object.fromEntries([...document.querySelectorAll("[data-card]")].map(c => [c.dataset.card, [c.querySelector(".value").textContent, (c.querySelector(".note") || {}).textContent || ""]]))`))
+	if c := cards["requests"]; c[0] != strconv.Itoa(requests) || !strings.Contains(c[1], strconv.Itoa(unlisted)+" in no session") {
+		t.Errorf("requests card %q, want %d requests, %d in no session", c, requests, unlisted)
+	}
+	// Savings are never shown as a loss, and dollars are rounded to what
+	// a person reads.
+	for _, k := range []string{"saved_usd", "spent_usd"} {
+		if !moneyShown.MatchString(cards[k][0]) {
+			t.Errorf("%s card shows %q", k, cards[k][0])
+		}
+	}
+	if v := cards["tokens_saved"][0]; strings.HasPrefix(v, "-") || strings.HasPrefix(v, "−") || v == "0" {
+		t.Errorf("tokens saved card %q, want the clearing's saving", v)
+	}
+	shown = append(shown, page(t, ctx))
 	shots(t, ctx, artifacts, "overview")
 
 	// 2. The session page: the chart marks the event at its request.
@@ -123,23 +161,41 @@ func TestDashboard(t *testing.T) {
 		t.Error("the chart image did not load")
 	}
 	svg := fetch(t, base+src, http.StatusOK)
-	n, events, _, err := dashboard.ChartMarks([]byte(svg))
+	marks, err := chart.ReadMarks([]byte(svg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != len(got) || !slices.Contains(events, eventAt+1) {
-		t.Errorf("chart: %d requests, events at %v; want %d requests, an event at %d", n, events, len(got), eventAt+1)
+	if marks.Requests != len(got) || marks.First != 1 || !slices.Contains(marks.Events, eventAt+1) {
+		t.Errorf("chart: %d requests from %d, events at %v; want %d from 1, an event at %d", marks.Requests, marks.First, marks.Events, len(got), eventAt+1)
 	}
 	for i, s := range got {
-		if s.event != slices.Contains(events, i+1) {
+		if s.event != slices.Contains(marks.Events, i+1) {
 			t.Errorf("request %d: event %v, chart marks it %v", i+1, s.event, !s.event)
 		}
 	}
-	texts = append(texts, page(t, ctx), svg)
-	shots(t, ctx, artifacts, "session")
-	if os.Getenv("CTXGUARD_DOCS_SCREENSHOT") == "1" {
-		docsShot(t, ctx)
+	if m := model.Lookup("claude-sonnet-4-5"); marks.Line != m.Window-m.MaxOutput || !marks.OrigOnTop {
+		t.Errorf("chart: overflow line %d, original on top %v; want %d, true", marks.Line, marks.OrigOnTop, m.Window-m.MaxOutput)
 	}
+	// The table numbers the session's requests 1…N as the chart does,
+	// the edit event's row at the chart's marker.
+	rows := get(t, ctx, "read the rows", chromedp.Evaluate[[]struct {
+		N     int
+		Event bool
+	}](`[...document.querySelectorAll("tr[data-n]")].map(r => ({n: +r.dataset.n, event: r.classList.contains("event")}))`))
+	var ns []int
+	for _, r := range rows {
+		ns = append(ns, r.N)
+		if r.Event != got[r.N-1].event {
+			t.Errorf("row #%d: event %v, the proxy said %v", r.N, r.Event, got[r.N-1].event)
+		}
+	}
+	slices.Sort(ns)
+	if want := []int{1, 2, 3, 4, 5, 6, 7}; !slices.Equal(ns, want) {
+		t.Errorf("rows numbered %v, want %v", ns, want)
+	}
+	shown = append(shown, page(t, ctx))
+	texts = append(texts, svg)
+	shots(t, ctx, artifacts, "session")
 
 	// 3. The event request's page: the stubs with their blobs.
 	var detail dashboard.SessionDetail
@@ -166,15 +222,16 @@ func TestDashboard(t *testing.T) {
 	if !slices.Equal(ids, wantBlobs) {
 		t.Errorf("request page shows blobs %v; the body sent names %v", ids, wantBlobs)
 	}
-	texts = append(texts, page(t, ctx))
+	shown = append(shown, page(t, ctx))
 	shots(t, ctx, artifacts, "request")
 
 	// 4. The configuration page.
 	run(t, ctx, "open the configuration", chromedp.Navigate(base+"/ctxguard/config"), loaded(), chromedp.WaitVisible(chromedp.CSS(`#yaml`)))
-	texts = append(texts, page(t, ctx))
+	shown = append(shown, page(t, ctx))
 	shots(t, ctx, artifacts, "config")
 
 	// 5. The client's credentials are nowhere.
+	texts = append(texts, shown...)
 	for _, p := range []string{"/ctxguard/api/overview", "/ctxguard/api/session/" + sessionKey, "/ctxguard/api/request/" + strconv.FormatUint(seq, 10), "/ctxguard/api/config"} {
 		texts = append(texts, fetch(t, base+p, http.StatusOK))
 	}
@@ -183,15 +240,20 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("text %d holds the client's credentials", i)
 		}
 	}
+	for i, s := range shown {
+		if strings.Contains(s, "NaN") || strings.Contains(s, "undefined") {
+			t.Errorf("page %d shows NaN or undefined", i)
+		}
+	}
 	t.Logf("screenshots in %s", artifacts)
 }
 
 // testConfig makes the clear pass clear the session's old results
 // within a few requests (and leaves them to it alone).
-func testConfig(t *testing.T, upstream string) config.Config {
+func testConfig(t *testing.T, anthropicURL, openaiURL string) config.Config {
 	cfg := config.Defaults()
 	cfg.DataDir = t.TempDir()
-	cfg.Upstreams = config.Upstreams{Anthropic: upstream, OpenAI: upstream}
+	cfg.Upstreams = config.Upstreams{Anthropic: anthropicURL, OpenAI: openaiURL}
 	cfg.Compress.Enabled = false
 	cfg.Persist.Threshold = 1 << 20
 	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
@@ -199,12 +261,11 @@ func testConfig(t *testing.T, upstream string) config.Config {
 	return cfg
 }
 
-// start runs ctxguard in front of upstream and returns its base URL: the
-// real `ctxguard serve` when the Guard mounts the dashboard itself (its
-// local endpoints answer /ctxguard/api/overview), else the Guard's proxy
-// in process with the dashboard mounted beside it as serve would.
-func start(t *testing.T, upstream string) string {
-	cfg := testConfig(t, upstream)
+// start runs ctxguard with cfg and returns its base URL: the real
+// `ctxguard serve` when the Guard mounts the dashboard itself (its local
+// endpoints answer /ctxguard/api/overview), else the Guard's proxy in
+// process with the dashboard mounted beside it as serve would.
+func start(t *testing.T, cfg config.Config) string {
 	g, err := ctxguard.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -317,27 +378,38 @@ func messages(results []string) []byte {
 	return b
 }
 
-// post sends one request of session id with the client's credentials and
-// reads its answer; it returns the answer's headers.
+// post sends one Messages request of session id with the client's
+// credentials and reads its answer; it returns the answer's headers.
 func post(t *testing.T, base, id string, body []byte) http.Header {
+	t.Helper()
+	return postTo(t, base, "/v1/messages", id, body, nil, http.StatusOK)
+}
+
+// postTo sends one request of session id to path with the client's
+// credentials and the headers h, reads its answer and checks its status;
+// it returns the answer's headers.
+func postTo(t *testing.T, base, path, id string, body []byte, h http.Header, code int) http.Header {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/messages", bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, "POST", base+path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("anthropic-version", "2023-06-01")
 	req.Header.Set("x-api-key", apiKey)
 	req.Header.Set("Authorization", "Bearer "+bearerToken)
 	req.Header.Set("User-Agent", "claude-cli/2.0.0 (external, cli)")
 	req.Header.Set("X-Claude-Code-Session-Id", id)
+	for k, v := range h {
+		req.Header[k] = v
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
-	if err != nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("POST: %d %v %s", res.StatusCode, err, b)
+	if err != nil || res.StatusCode != code {
+		t.Fatalf("POST %s: %d %v %s; want %d", path, res.StatusCode, err, b, code)
 	}
 	return res.Header
 }
@@ -463,13 +535,4 @@ func shots(t *testing.T, ctx context.Context, dir, name string) {
 		}
 	}
 	run(t, ctx, "back to light", scheme("light"), chromedp.Reload(), loaded())
-}
-
-// docsShot saves the page (the session's), as the README shows it, in
-// docs/.
-func docsShot(t *testing.T, ctx context.Context) {
-	png := get(t, ctx, "screenshot for the README", chromedp.FullScreenshot(100))
-	if err := os.WriteFile(filepath.Join("..", "..", "docs", "dashboard.png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }

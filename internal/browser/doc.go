@@ -9,6 +9,8 @@
 //
 // Without chromium it skips, unless CI or CTXGUARD_BROWSER is set: then
 // it fails. Screenshots go to $CTXGUARD_ARTIFACTS (default: a temporary
-// folder); with CTXGUARD_DOCS_SCREENSHOT=1 the session page also goes to
-// docs/dashboard.png, the README's picture.
+// folder). With CTXGUARD_DOCS_SCREENSHOT=1, TestDocsScreenshot takes the
+// README's picture, docs/dashboard.png: a real Claude Code session of the
+// shared data sent through `ctxguard serve` with the shipped
+// configuration.
 package browser

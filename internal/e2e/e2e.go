@@ -11,6 +11,10 @@
 // Anthropic upstream. It skips, saying why, only when npm or the client
 // cannot be installed.
 //
+// The TestRun* tests start each CLI as a user does, with `ctxguard run`
+// (which starts ctxguard and points the CLI at it), and check that the
+// requests went through it and that it stopped with the CLI.
+//
 // testdata/claude-code-wire.md records the wire facts observed with the
 // pinned Claude Code version.
 package e2e

@@ -5,6 +5,7 @@
 package testtool
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -32,4 +33,16 @@ func Find(t testing.TB, env, hint string, names ...string) string {
 	}
 	t.Skipf("%s is not installed (%s); set %s=1 to make this a failure", names[0], hint, env)
 	return ""
+}
+
+// FreeAddr returns a loopback address ("127.0.0.1:PORT") nothing listens
+// on now (another program may take it before the test does).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

@@ -28,7 +28,7 @@ import (
 // message so that every tool call keeps its results. The span is named by
 // a hash of its bytes and of the previous compaction's name; its summary
 // is a store record under that name, written once (by a background model
-// call, or by Extract) and never replaced. The first request at or above
+// call, or extractively) and never replaced. The first request at or above
 // Swap whose span has a summary carries it, and so does every later
 // request: the size the replay measures without that compaction only
 // grows. So a restarted process, or a second one on the same store, sends
@@ -53,7 +53,7 @@ type Options struct {
 	// Blobs keeps the originals of every summarized span, and records
 	// the summaries (Blobs.Store). Required.
 	Blobs *store.Blobs
-	// Summarizer writes summaries; nil uses Extract only.
+	// Summarizer writes summaries; nil writes extractive ones only.
 	Summarizer Summarizer
 	// Log receives what happens in the background (default: discard).
 	Log *slog.Logger
@@ -419,7 +419,7 @@ func (s *planState) plan(at int) (*compaction, error) {
 	}
 	// A tail too large to sit under swap with a summary gives up its
 	// protection, down to the newest turn.
-	for e < at-1 && s.base+s.lim.target+s.sizes.Size(at, e) > s.lim.swap {
+	for e < at-1 && s.base+s.lim.budget+s.sizes.Size(at, e) > s.lim.swap {
 		next := -1
 		for i := e + 1; i < at; i++ {
 			if msgs[i].Role == conversation.RoleAssistant {
@@ -434,7 +434,7 @@ func (s *planState) plan(at int) (*compaction, error) {
 	}
 	// The span must be worth a summary, and buy the session the growth
 	// from prepare to swap before the next one.
-	if s.sizes.Size(at, from)-s.sizes.Size(at, e) < max(2*s.lim.target/3, s.lim.swap-s.lim.prepare) {
+	if s.sizes.Size(at, from)-s.sizes.Size(at, e) < max(2*s.lim.budget/3, s.lim.swap-s.lim.prepare) {
 		return nil, nil
 	}
 	key, err := s.key(from, e)
@@ -515,22 +515,25 @@ func (s *planState) summary(cur int, env *pipeline.Env) (*record, error) {
 // spanInput is what summarizing the pending span needs, copied out of the
 // request so a background job holds no request memory.
 type spanInput struct {
-	prevSummary string
-	prevBlobs   []string
-	from, to    int // messages
+	prevSummary string // the previous compaction's summary, for a model
+	prev        *facts // the previous compaction's facts
+	cur         *facts // the span's own facts (span index 0)
+	from, to    int    // messages
 	transcript  []byte
 	count       int // messages summarized in all
+	budget      int // tokens the summary may take
 }
 
 // input collects the pending span's input.
 func (s *planState) input() (*spanInput, error) {
 	c := s.r.Conv
-	in := &spanInput{to: s.pending.end, from: s.first}
+	in := &spanInput{to: s.pending.end, from: s.first, budget: s.lim.budget, prev: previousFacts(nil)}
 	in.count = s.pending.end - s.first
 	if n := len(s.applied); n > 0 {
 		prev := s.applied[n-1]
-		in.prevSummary, in.prevBlobs, in.from = prev.rec.Summary, prev.rec.Blobs, prev.end
+		in.prevSummary, in.prev, in.from = prev.rec.Summary, previousFacts(prev.rec), prev.end
 	}
+	in.cur = scanSpan(c, in.from, in.to, 0)
 	var err error
 	in.transcript, err = c.AppendTranscript(nil, in.from, in.to-1)
 	return in, err
@@ -538,14 +541,12 @@ func (s *planState) input() (*spanInput, error) {
 
 // extractive writes the pending span's summary without a model.
 func (s *planState) extractive() *record {
-	c := s.r.Conv
 	in, err := s.input()
 	if err != nil {
-		in = &spanInput{from: s.first, to: s.pending.end}
+		in.transcript = nil // the originals cannot be kept; the facts can
 	}
-	text := Extract(c, in.from, in.to, in.prevSummary, s.lim.target)
-	rec := s.p.newRecord(s.r.Context(), in, text, "", tokens.EstimateText(in.prevSummary)+tokens.Estimate(in.transcript), tokens.EstimateText(text))
-	rec.Extractive = true
+	rec := s.p.newRecord(s.r.Context(), in, "", "", tokens.EstimateText(in.prevSummary)+tokens.Estimate(in.transcript), 0)
+	rec.OutputTokens = tokens.EstimateText(rec.Summary)
 	return rec
 }
 

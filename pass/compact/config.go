@@ -31,8 +31,10 @@ type Config struct {
 	// summarized. Unset: 40,000 tokens, or 20% of the window when that is
 	// smaller.
 	Protect model.Amount `yaml:"protect"`
-	// SummaryBudget bounds the summary's length (the summarizer's output
-	// budget). Unset: 15% of the window, clamped to 20,000–65,536.
+	// SummaryBudget bounds the summary's length in tokens, a model's and
+	// the extractive one alike (and is the summarizer's output limit).
+	// Unset: an eighth of the overflow line, within 500–65,536
+	// (model.SummaryBudget).
 	SummaryBudget model.Amount `yaml:"summary_budget"`
 	// Wait is how long a request that would cross the overflow line waits
 	// for a summary still being written before it uses the extractive
@@ -87,8 +89,7 @@ type limits struct {
 	swap    int // swap it in when ready
 	force   int // at or above: swap in now, extractive if need be
 	protect int // newest tokens never summarized
-	budget  int // the summarizer's output budget
-	target  int // what an extractive summary may take
+	budget  int // what a summary may take, a model's or the extractive one
 }
 
 // Margin is the share of the overflow line kept free for the estimator's
@@ -117,13 +118,9 @@ func (c Config) resolve(window, maxOutput int) limits {
 	if !c.Protect.IsZero() {
 		l.protect = c.Protect.Resolve(window)
 	}
-	l.budget = model.SummaryBudget(window)
+	l.budget = model.SummaryBudget(line)
 	if !c.SummaryBudget.IsZero() {
-		l.budget = c.SummaryBudget.Resolve(window)
+		l.budget = max(c.SummaryBudget.Resolve(window), model.SummaryBudgetMin)
 	}
-	// After a compaction the request must sit well below the swap line,
-	// or the next one would follow at once: an extractive summary takes
-	// at most an eighth of the line.
-	l.target = max(min(l.budget, line/8), 500)
 	return l
 }

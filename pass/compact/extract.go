@@ -3,151 +3,171 @@ package compact
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
-	"github.com/ctxguard/ctxguard/tokens"
 )
 
-// extractHeader starts every extractive summary; Extract recognizes its
-// own earlier output by it when folding.
-const extractHeader = "This is an extractive summary of the earlier conversation, written by ctxguard without a model: the user's requests word for word, the files and commands the agent worked with, its latest plan and its latest messages."
-
-// Section headings of an extractive summary, in order.
-const (
-	hRequests  = "## User requests (verbatim)"
-	hFiles     = "## Files"
-	hCommands  = "## Commands run"
-	hTodo      = "## Latest plan"
-	hAssistant = "## Latest assistant messages"
-	hEarlier   = "## Earlier summary"
-)
-
-// Caps on one item of a section, in bytes.
-const (
-	requestCap   = 2000
-	commandCap   = 300
-	errorCap     = 300
-	assistantCap = 1500
-	assistantMax = 3 // latest assistant texts kept
-)
-
-// extract is an extractive summary being built: each section a list of
-// items, oldest first.
-type extract struct {
-	requests  []string
-	read      []string
-	created   []string
-	edited    []string
-	deleted   []string
-	commands  []string
-	todo      []string
-	assistant []string
-	earlier   string // a previous summary Extract did not write
-}
-
-// Extract returns the LLM-free summary of messages [from, to) of c, with
-// prev (the previous summary, or "") folded in, in at most budget tokens
-// (as tokens.EstimateText counts them). It is deterministic: the same
-// messages and prev give the same text.
+// facts is what the summarized messages tell, as data: the user's
+// requests, the files, searches, commands, failures, images, the latest
+// plan and assistant texts, each item with the span (the compaction) whose
+// original messages hold it. The extractive summary renders facts (render,
+// fit); a model's summary is followed by their essentials (appendix).
+// Every compaction record keeps the facts of all the spans it summarizes,
+// so the next compaction merges records and never parses text back.
 //
-// It keeps, in this order: every user request verbatim (each capped, head
-// and tail kept; injected context such as system reminders left out); the
-// files read, created, edited and deleted, from tool inputs and patches;
-// the commands run, each with its error when it failed; the latest todo
-// list or plan; the latest assistant texts. Over budget, it gives up, in
-// turn: older assistant texts, older commands, the middle of long user
-// requests (never the first and the last request whole), older files.
-func Extract(c *conversation.Conversation, from, to int, prev string, budget int) string {
-	var e extract
-	e.fold(prev)
-	e.scan(c, max(from, 0), min(to, len(c.Messages)))
-	return e.fit(max(budget, 50))
+// Lists are oldest first. The JSON form is stored; fields are only ever
+// added.
+type facts struct {
+	// Spans holds, for each span summarized so far (oldest first), the
+	// blob that keeps its original messages, or "" where they could not
+	// be kept. Items name their span by index.
+	Spans []string `json:"spans"`
+	// Earlier is the prose of an earlier summary that facts do not hold
+	// (a model's, a record's of an earlier format, or the one a client
+	// put in the conversation when it compacted it itself), about spans
+	// [0, EarlierSpans).
+	Earlier      string `json:"earlier,omitempty"`
+	EarlierSpans int    `json:"earlier_spans,omitempty"`
+
+	Requests  []note    `json:"requests,omitempty"`  // the user's own words
+	Injected  []note    `json:"injected,omitempty"`  // what the client added in the user's turn
+	Files     []fileOp  `json:"files,omitempty"`     // one per path and operation
+	Searches  []search  `json:"searches,omitempty"`  // Glob and Grep calls
+	Commands  []command `json:"commands,omitempty"`  // shell commands, one per text
+	Failures  []failure `json:"failures,omitempty"`  // failed calls of any tool, refusals
+	Media     []media   `json:"media,omitempty"`     // images and documents
+	Plan      []string  `json:"plan,omitempty"`      // the latest todo list or plan
+	PlanSpan  int       `json:"plan_span,omitempty"` // the span it is from
+	Assistant []note    `json:"assistant,omitempty"` // the latest assistant texts
+	// Omitted counts what the facts no longer list, by kind, with the
+	// spans that hold it.
+	Omitted []omitted `json:"omitted,omitempty"`
+
+	// While a summary is fitted to its budget (fit), Earlier may lose
+	// its middle: earlierCut bytes, earlierTail the tail after them.
+	earlierTail string
+	earlierCut  int
 }
 
-// fold takes what a previous summary said: the sections of one Extract
-// wrote, or the whole of any other as an earlier summary.
-func (e *extract) fold(prev string) {
-	prev = strings.TrimSpace(prev)
-	if prev == "" {
-		return
-	}
-	if !strings.HasPrefix(prev, extractHeader) {
-		e.earlier = prev
-		return
-	}
-	for _, sec := range splitSections(prev) {
-		switch sec.head {
-		case hRequests:
-			e.requests = append(e.requests, splitItems(sec.body, "\n---\n")...)
-		case hFiles:
-			for _, line := range strings.Split(sec.body, "\n") {
-				kind, list, ok := strings.Cut(line, ": ")
-				if !ok {
-					continue
-				}
-				files := strings.Split(list, ", ")
-				switch kind {
-				case "Read":
-					e.read = append(e.read, files...)
-				case "Created":
-					e.created = append(e.created, files...)
-				case "Edited":
-					e.edited = append(e.edited, files...)
-				case "Deleted":
-					e.deleted = append(e.deleted, files...)
-				}
-			}
-		case hCommands:
-			e.commands = append(e.commands, splitItems(sec.body, "\n")...)
-		case hTodo:
-			e.todo = splitItems(sec.body, "\n")
-		case hAssistant:
-			e.assistant = append(e.assistant, splitItems(sec.body, "\n---\n")...)
-		case hEarlier:
-			e.earlier = sec.body
-		}
-	}
+// note is a text of one span. When Cut > 0, Cut bytes were taken out of
+// its middle: Text is the head, Tail the tail.
+type note struct {
+	Text string `json:"text"`
+	Tail string `json:"tail,omitempty"`
+	Cut  int    `json:"cut,omitempty"`
+	Span int    `json:"span"`
 }
 
-type section struct{ head, body string }
-
-// splitSections cuts an extractive summary at its "## " headings.
-func splitSections(s string) []section {
-	var out []section
-	for _, part := range strings.Split(s, "\n\n## ")[1:] {
-		head, body, _ := strings.Cut(part, "\n")
-		out = append(out, section{head: "## " + head, body: strings.TrimSpace(body)})
-	}
-	return out
+// fileOp is a file the agent read, created, edited or deleted.
+type fileOp struct {
+	Path string `json:"path"`
+	Op   string `json:"op"` // one of opRead, opCreated, opEdited, opDeleted
+	Span int    `json:"span"`
 }
 
-func splitItems(s, sep string) []string {
-	var out []string
-	for _, it := range strings.Split(s, sep) {
-		if it = strings.TrimSpace(it); it != "" {
-			out = append(out, strings.TrimPrefix(it, "- "))
-		}
-	}
-	return out
+const (
+	opCreated = "created"
+	opEdited  = "edited"
+	opDeleted = "deleted"
+	opRead    = "read"
+)
+
+// fileOps are the operations in the order a summary lists them.
+var fileOps = []string{opCreated, opEdited, opDeleted, opRead}
+
+// search is a Glob or Grep call: its pattern, path and file filter.
+type search struct {
+	Tool    string `json:"tool"`
+	Pattern string `json:"pattern"`
+	Path    string `json:"path,omitempty"`
+	Glob    string `json:"glob,omitempty"`
+	Span    int    `json:"span"`
 }
 
-// scan reads messages [from, to).
-func (e *extract) scan(c *conversation.Conversation, from, to int) {
-	// Tool results by the call they answer, for commands' errors.
-	type res struct {
-		text    string
-		isError bool
-	}
-	results := map[[2]int]res{}
+// command is one shell command (its text as run), how often it ran and
+// failed, and the spans it ran in.
+type command struct {
+	Cmd    string `json:"cmd"`
+	Runs   int    `json:"runs"`
+	Failed int    `json:"failed,omitempty"`
+	Spans  []int  `json:"spans"`
+}
+
+// failure is a tool call that failed (a command's non-zero exit, any
+// tool's error result) or that the user refused: the tool, what it was
+// called on, and why, as lines of its output.
+type failure struct {
+	Tool    string   `json:"tool"`
+	What    string   `json:"what,omitempty"`
+	Reason  []string `json:"reason,omitempty"`
+	Command bool     `json:"command,omitempty"` // What is a shell command
+	Exit    string   `json:"exit,omitempty"`    // a command's exit code
+	Refused bool     `json:"refused,omitempty"`
+	Count   int      `json:"count"`
+	Span    int      `json:"span"`
+}
+
+// media is an image or document the conversation carried: where it was
+// (a tool's result, the user's message) and what it was.
+type media struct {
+	Kind  string `json:"kind"`  // image, document
+	Where string `json:"where"` // "the result of Read /a.png", "a user message"
+	What  string `json:"what,omitempty"`
+	Count int    `json:"count"`
+	Span  int    `json:"span"`
+}
+
+// omitted counts items of one kind left out, and the spans holding them.
+type omitted struct {
+	Kind  string `json:"kind"`
+	Count int    `json:"count"`
+	Runs  int    `json:"runs,omitempty"` // for commands: their runs
+	Spans []int  `json:"spans"`
+}
+
+// Caps on one stored item, in bytes: past them an item keeps its head and
+// tail (note.Cut says how much went).
+const (
+	requestCap   = 16 << 10
+	injectedCap  = 400
+	commandCap   = 2000
+	lineCap      = 300 // one line of a failure's reason
+	reasonLines  = 3
+	whatCap      = 300
+	assistantCap = 24 << 10
+	assistantMax = 3 // latest assistant texts kept
+	planItemCap  = 300
+)
+
+// Caps on the number of stored items of one kind: past them the oldest
+// are counted in Omitted, so a record stays bounded however long the
+// session.
+const (
+	maxRequests = 400
+	maxInjected = 40
+	maxFiles    = 2000
+	maxSearches = 400
+	maxCommands = 1500
+	maxFailures = 400
+	maxMedia    = 200
+)
+
+// scanSpan returns the facts of messages [from, to) of c, all of span
+// index span. It is deterministic.
+func scanSpan(c *conversation.Conversation, from, to, span int) *facts {
+	from, to = max(from, 0), min(to, len(c.Messages))
+	f := &facts{}
+	s := scanner{c: c, f: f, span: span, results: map[[2]int]*conversation.Block{}}
 	for mi := from; mi < to; mi++ {
 		for bi := range c.Messages[mi].Blocks {
 			b := &c.Messages[mi].Blocks[bi]
 			if b.Kind == conversation.ToolResult && b.Call[0] >= 0 {
-				t, _ := c.ResultText(b)
-				results[b.Call] = res{text: string(t), isError: b.IsError}
+				s.results[b.Call] = b
 			}
 		}
 	}
@@ -157,45 +177,144 @@ func (e *extract) scan(c *conversation.Conversation, from, to int) {
 			b := &m.Blocks[bi]
 			switch {
 			case b.Kind == conversation.Text && m.Role == conversation.RoleUser:
-				if t := strings.TrimSpace(c.String(b.Text)); t != "" && !injected(t) {
-					e.requests = append(e.requests, t)
-				}
+				s.userText(strings.TrimSpace(c.String(b.Text)))
 			case b.Kind == conversation.Text && m.Role == conversation.RoleAssistant:
 				if t := strings.TrimSpace(c.String(b.Text)); t != "" {
-					e.assistant = append(e.assistant, capText(t, assistantCap))
+					f.Assistant = append(f.Assistant, cutNote(note{Text: t, Span: span}, assistantCap))
 				}
 			case b.Kind == conversation.ToolCall:
-				r, ok := results[[2]int{mi, bi}]
-				e.call(c, b, r.text, r.isError, ok)
+				s.call(b, s.results[[2]int{mi, bi}])
+			case (b.Kind == conversation.Image || b.Kind == conversation.Document) && m.Role != conversation.RoleAssistant:
+				s.media(b.Kind, b.Span, "a user message")
 			}
 		}
 	}
-	if n := len(e.assistant); n > assistantMax {
-		e.assistant = e.assistant[n-assistantMax:]
+	if n := len(f.Assistant) - assistantMax; n > 0 {
+		f.omit(kAssistant, n, 0, []int{span})
+		f.Assistant = f.Assistant[n:]
 	}
+	return f
 }
+
+// scanner reads one span.
+type scanner struct {
+	c       *conversation.Conversation
+	f       *facts
+	span    int
+	results map[[2]int]*conversation.Block // by the call they answer
+}
+
+// userText records a text block of a user message: the user's request, or
+// what the client injected.
+func (s *scanner) userText(t string) {
+	if t == "" {
+		return
+	}
+	if strings.HasPrefix(t, continuation) {
+		// The client's own summary of what came before.
+		s.f.Earlier = strings.TrimSpace(s.f.Earlier + "\n\n" + t)
+		return
+	}
+	if n, ok := injectedNote(t); ok {
+		if n != "" {
+			s.f.Injected = append(s.f.Injected, cutNote(note{Text: n, Span: s.span}, injectedCap))
+		}
+		return
+	}
+	s.f.Requests = append(s.f.Requests, cutNote(note{Text: t, Span: s.span}, requestCap))
+}
+
+// continuation starts the summary Claude Code puts in the first message
+// of a session it compacted itself.
+const continuation = "This session is being continued from a previous conversation"
 
 // injectedPrefixes start user text a client adds on its own, not the
-// user's request: Claude Code's reminders and command echoes, Codex's
-// environment and instructions.
+// user's words: Claude Code's interruptions, caveats and continuation
+// summaries, Codex's AGENTS.md, and ctxguard's own compaction note.
 var injectedPrefixes = []string{
-	"<system-reminder>", "<environment_context>", "<user_instructions>", "# AGENTS.md", "<local-command-stdout>",
-	"<local-command-stderr>", "<command-name>", "<command-message>", "Caveat: The messages below were generated",
-	"[Request interrupted", "<user-prompt-submit-hook>", conversation.CompactionNote,
+	"[Request interrupted", "Caveat: The messages below were generated", "# AGENTS.md instructions",
+	continuation, conversation.CompactionNote,
 }
 
-func injected(t string) bool {
+// knownTags are tags that wrap injected text whether or not their name
+// says so: Claude Code's system reminders, slash commands, hook output,
+// shell escapes and task notifications; Codex's environment, instructions
+// and skills.
+var knownTags = []string{
+	"system-reminder", "local-command-caveat", "local-command-stdout", "local-command-stderr", "command-name",
+	"command-message", "command-args", "task-notification", "user-prompt-submit-hook", "bash-input", "bash-stdout",
+	"bash-stderr", "environment_context", "user_instructions", "skill", "turn_aborted", "user_shell_command",
+}
+
+var (
+	leadingTag = regexp.MustCompile(`^<([a-zA-Z][a-zA-Z0-9_-]*)>`)
+	innerTag   = regexp.MustCompile(`(?s)<(command-name|command-args|summary|bash-input|status)>(.*?)</(?:command-name|command-args|summary|bash-input|status)>`)
+)
+
+// injectedNote reports whether t is text the client injected into the
+// user's turn rather than what the user typed, and what of it a summary
+// keeps: a slash command with its arguments, a shell escape, a task
+// notification's summary, the head of anything else ("" when nothing is
+// worth a note: caveats, empty output, environment context).
+//
+// Injected text starts with a known prefix, or with a tag that is known or
+// has '-' or '_' in its name (HTML a user pastes rarely does) and is
+// closed in the text.
+func injectedNote(t string) (string, bool) {
 	for _, p := range injectedPrefixes {
 		if strings.HasPrefix(t, p) {
-			return true
+			switch p {
+			case "[Request interrupted":
+				return oneLine(t), true
+			}
+			return "", true
 		}
 	}
-	return false
+	m := leadingTag.FindStringSubmatch(t)
+	if m == nil {
+		return "", false
+	}
+	tag := m[1]
+	if !slices.Contains(knownTags, tag) && !strings.ContainsAny(tag, "-_") || !strings.Contains(t, "</"+tag+">") {
+		return "", false
+	}
+	inner := map[string]string{}
+	for _, im := range innerTag.FindAllStringSubmatch(t, -1) {
+		if _, ok := inner[im[1]]; !ok {
+			inner[im[1]] = strings.TrimSpace(im[2])
+		}
+	}
+	switch tag {
+	case "command-name", "command-message":
+		if name := inner["command-name"]; name != "" {
+			return strings.TrimSpace("the user ran " + name + " " + inner["command-args"]), true
+		}
+		return "", true
+	case "bash-input":
+		return "the user ran the shell command `" + oneLine(inner["bash-input"]) + "`", true
+	case "task-notification":
+		if sum := inner["summary"]; sum != "" {
+			return "task notification: " + oneLine(sum), true
+		}
+		return "task notification: " + inner["status"], true
+	case "system-reminder", "local-command-caveat", "environment_context", "user_instructions", "skill", "command-args", "user-prompt-submit-hook":
+		return "", true
+	case "local-command-stdout", "local-command-stderr", "bash-stdout", "bash-stderr":
+		body := strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(t, "<"+tag+">"), "</"+tag+">"))
+		if body == "" {
+			return "", true
+		}
+		return tag + ": " + oneLine(body), true
+	}
+	return oneLine(t), true
 }
 
-// call records what a tool call tells: files and commands.
-func (e *extract) call(c *conversation.Conversation, b *conversation.Block, result string, isError, answered bool) {
-	name := strings.ToLower(c.ToolName(b))
+// call records what a tool call and its result tell: files, searches,
+// commands, failures, images.
+func (s *scanner) call(b *conversation.Block, res *conversation.Block) {
+	c, f := s.c, s.f
+	tool := c.ToolName(b)
+	name := strings.ToLower(tool)
 	var in map[string]any
 	raw := c.Bytes(b.Input)
 	if body, sp := c.Input(b); sp.Len() > 0 {
@@ -203,43 +322,133 @@ func (e *extract) call(c *conversation.Conversation, b *conversation.Block, resu
 	}
 	var text string // free-form input (a custom tool's)
 	if err := json.Unmarshal(raw, &in); err != nil {
-		if s, err := jsonscan.Unquote(raw); err == nil {
-			text = s
+		if u, err := jsonscan.Unquote(raw); err == nil {
+			text = u
 		}
 	}
 	file := firstString(in, "file_path", "path", "filePath", "notebook_path")
 	switch name {
 	case "read", "view", "read_file", "cat":
-		e.read = appendNew(e.read, file)
+		f.addFile(file, opRead, s.span)
 	case "write", "create", "write_file":
-		e.created = appendNew(e.created, file)
+		f.addFile(file, opCreated, s.span)
 	case "edit", "multiedit", "str_replace", "str_replace_editor", "notebookedit", "edit_file", "patch":
-		e.edited = appendNew(e.edited, file)
+		f.addFile(file, opEdited, s.span)
 	case "apply_patch":
-		patch := text
-		if patch == "" {
-			patch = firstString(in, "input", "patch")
+		if text == "" {
+			text = firstString(in, "input", "patch")
 		}
-		e.patch(patch)
+		for _, op := range patchFiles(text) {
+			f.addFile(op.Path, op.Op, s.span)
+		}
+	case "glob", "grep":
+		if p := firstString(in, "pattern"); p != "" || file != "" {
+			f.addSearch(search{Tool: tool, Pattern: p, Path: file, Glob: firstString(in, "glob", "include"), Span: s.span})
+		}
 	case "todowrite", "update_plan":
 		if list := planItems(in); len(list) > 0 {
-			e.todo = list
+			f.Plan = list
 		}
 	}
-	cmd := command(in)
+	cmd := commandOf(in)
 	if cmd == "" && (name == "bash" || name == "shell") {
 		cmd = text
 	}
-	if cmd == "" {
+	cmd = capText(strings.TrimSpace(cmd), commandCap)
+	if res == nil {
+		if cmd != "" {
+			f.addCommand(cmd, false, s.span)
+		}
 		return
 	}
-	line := "`" + oneLine(capText(cmd, commandCap)) + "`"
-	if answered {
-		if failed, msg := failure(result, isError); failed {
-			line += " — failed: " + oneLine(capText(msg, errorCap))
+	t, _ := c.ResultText(res)
+	for _, pt := range res.Parts {
+		if pt.Kind == conversation.Image || pt.Kind == conversation.Document {
+			s.media(pt.Kind, pt.Span, "the result of "+tool+" "+callWhat(in, cmd, text))
 		}
 	}
-	e.commands = append(e.commands, line)
+	x := failure{Tool: tool, Command: cmd != "", Count: 1, Span: s.span}
+	failed, exit, out := resultFailed(string(t), res.IsError, x.Command)
+	x.Exit, x.Refused = exit, res.IsError && refused(out)
+	if x.Command {
+		f.addCommand(cmd, failed, s.span)
+		x.What = cmd
+	} else {
+		x.What = callWhat(in, "", text)
+		if name == "apply_patch" {
+			// Codex says so in the output only.
+			failed = failed || strings.HasPrefix(out, "apply_patch verification failed")
+			var paths []string
+			for _, op := range patchFiles(text) {
+				paths = append(paths, op.Path)
+			}
+			x.What = capText(strings.Join(paths, ", "), whatCap)
+		}
+	}
+	if failed || x.Refused {
+		x.Reason = reasonOf(out)
+		f.addFailure(x)
+	}
+}
+
+// refusalPrefixes start the result Claude Code sends for a tool call the
+// user refused.
+var refusalPrefixes = []string{"The user doesn't want to proceed with this tool use", "The user doesn't want to take this action"}
+
+func refused(out string) bool {
+	out = strings.TrimSpace(out)
+	for _, p := range refusalPrefixes {
+		if strings.HasPrefix(out, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// callWhat says what a call was about, in a few words: its file, pattern,
+// URL, query or command, else its input in short.
+func callWhat(in map[string]any, cmd, text string) string {
+	if cmd != "" {
+		return "`" + capText(oneLine(cmd), whatCap) + "`"
+	}
+	if s := firstString(in, "file_path", "path", "filePath", "notebook_path", "pattern", "url", "query", "description", "prompt"); s != "" {
+		return capText(oneLine(s), whatCap)
+	}
+	if text != "" {
+		return capText(oneLine(text), whatCap)
+	}
+	if len(in) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(in) // sorted keys: deterministic
+	return capText(string(b), whatCap)
+}
+
+// media records an image or document block (or result part) at sp.
+func (s *scanner) media(k conversation.Kind, sp conversation.Span, where string) {
+	kind := "document"
+	var what string
+	if k == conversation.Image {
+		kind = "image"
+		if d := s.c.Dialect; d != nil {
+			if img, ok := d.Image(s.c, sp); ok {
+				switch {
+				case img.Inline:
+					what = strings.TrimSpace(img.Media + " " + kb(img.Base64*3/4))
+				case img.URL != "":
+					what = capText(img.URL, whatCap)
+				}
+			}
+		}
+	}
+	s.f.addMedia(media{Kind: kind, Where: strings.TrimSpace(where), What: what, Count: 1, Span: s.span})
+}
+
+func kb(n int) string {
+	if n < 1024 {
+		return strconv.Itoa(n) + " bytes"
+	}
+	return strconv.Itoa((n+512)/1024) + " KB"
 }
 
 func firstString(in map[string]any, keys ...string) string {
@@ -251,9 +460,9 @@ func firstString(in map[string]any, keys ...string) string {
 	return ""
 }
 
-// command returns a shell call's command: Claude Code's and opencode's
+// commandOf returns a shell call's command: Claude Code's and opencode's
 // "command" string, Codex's "command" or "cmd" argv array or string.
-func command(in map[string]any) string {
+func commandOf(in map[string]any) string {
 	for _, k := range []string{"command", "cmd"} {
 		switch v := in[k].(type) {
 		case string:
@@ -277,44 +486,108 @@ func command(in map[string]any) string {
 
 var exitCode = regexp.MustCompile(`(?i)(?:exit code|exit_code|exited with code|exit status)["=: ]+(-?\d+)`)
 
-// failure reports whether a command's result says it failed, and the
-// first lines of what it said.
-func failure(result string, isError bool) (bool, string) {
-	failed := isError
-	if m := exitCode.FindStringSubmatch(result); m != nil {
+// resultFailed reports whether a tool's result says the call failed, the
+// exit code when it states one, and its output: for Codex's JSON results
+// ({"output": ..., "metadata": {"exit_code": ...}}), the output inside.
+// The API's error flag says so for any tool, and so does a non-zero exit
+// code in Codex's metadata; a command's output also by an exit-code line
+// ("Exit code 1", "Exit code: 1", ...).
+func resultFailed(result string, isError, command bool) (failed bool, exit, out string) {
+	out = result
+	if strings.HasPrefix(result, `{"output":`) {
+		var r struct {
+			Output   string `json:"output"`
+			Metadata struct {
+				ExitCode *int `json:"exit_code"`
+			} `json:"metadata"`
+		}
+		if json.Unmarshal([]byte(result), &r) == nil {
+			out = r.Output
+			if r.Metadata.ExitCode != nil {
+				exit = strconv.Itoa(*r.Metadata.ExitCode)
+				return isError || *r.Metadata.ExitCode != 0, exit, out
+			}
+		}
+	}
+	if !command {
+		return isError, "", out
+	}
+	if m := exitCode.FindStringSubmatch(out); m != nil {
+		exit = m[1]
 		if n, err := strconv.Atoi(m[1]); err == nil && n != 0 {
-			failed = true
+			return true, exit, out
 		}
 	}
-	if !failed {
-		return false, ""
-	}
-	var lines []string
-	for _, l := range strings.Split(result, "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" || exitCode.MatchString(l) && len(l) < 40 || strings.HasPrefix(l, "Wall time") || strings.HasPrefix(l, "Output:") {
-			continue
-		}
-		lines = append(lines, l)
-		if len(lines) == 2 {
-			break
-		}
-	}
-	return true, strings.Join(lines, " | ")
+	return isError, exit, out
 }
 
-// patch records the files an apply_patch input names.
-func (e *extract) patch(p string) {
-	for _, l := range strings.Split(p, "\n") {
-		switch {
-		case strings.HasPrefix(l, "*** Add File: "):
-			e.created = appendNew(e.created, strings.TrimSpace(strings.TrimPrefix(l, "*** Add File: ")))
-		case strings.HasPrefix(l, "*** Update File: "):
-			e.edited = appendNew(e.edited, strings.TrimSpace(strings.TrimPrefix(l, "*** Update File: ")))
-		case strings.HasPrefix(l, "*** Delete File: "):
-			e.deleted = appendNew(e.deleted, strings.TrimSpace(strings.TrimPrefix(l, "*** Delete File: ")))
+// errorLine matches a line of output that says what went wrong.
+var errorLine = regexp.MustCompile(`(?i)(\berror|\bfail|fatal|panic|exception|traceback|denied|refused|not found|no such|cannot|can't|could not|couldn't|unable|invalid|unknown|missing|timed out|timeout|unreachable|forbidden|unauthori[sz]ed|conflict|abort|killed|segmentation|undefined|doesn't want|rejected|\bE\d{3,5}\b)`)
+
+// informative reports whether a line of output says something: not blank,
+// not an exit-code or wall-time line, not a rule of punctuation.
+func informative(l string) bool {
+	if l == "" || exitCode.MatchString(l) && len(l) < 40 || strings.HasPrefix(l, "Wall time") || l == "Output:" {
+		return false
+	}
+	return strings.IndexFunc(l, func(r rune) bool {
+		return r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r > 0x7f && r != '─' && r != '━' && r != '│' && r != '…'
+	}) >= 0
+}
+
+// reasonOf returns why a call failed, from its output: the lines that
+// match error patterns and the output's last informative line (the
+// reason is often there, not on the first lines), in the output's order,
+// at most reasonLines, each at most lineCap bytes. When fewer lines match,
+// the lines before the last fill in.
+func reasonOf(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if l = oneLine(l); informative(l) {
+			lines = append(lines, capText(l, lineCap))
 		}
 	}
+	if len(lines) <= reasonLines {
+		return slices.Compact(lines)
+	}
+	keep := make([]bool, len(lines))
+	keep[len(lines)-1] = true
+	room := reasonLines - 1
+	for i := 0; i < len(lines)-1 && room > 0; i++ {
+		if errorLine.MatchString(lines[i]) {
+			keep[i] = true
+			room--
+		}
+	}
+	for i := len(lines) - 2; i >= 0 && room > 0; i-- {
+		if !keep[i] {
+			keep[i] = true
+			room--
+		}
+	}
+	var r []string
+	for i, l := range lines {
+		if keep[i] && !slices.Contains(r, l) {
+			r = append(r, l)
+		}
+	}
+	return r
+}
+
+// patchFiles returns the files an apply_patch input names, with what it
+// does to each.
+func patchFiles(p string) []fileOp {
+	var out []fileOp
+	for _, l := range strings.Split(p, "\n") {
+		for _, op := range []struct{ prefix, op string }{
+			{"*** Add File: ", opCreated}, {"*** Update File: ", opEdited}, {"*** Delete File: ", opDeleted}, {"*** Move to: ", opCreated},
+		} {
+			if path, ok := strings.CutPrefix(l, op.prefix); ok && strings.TrimSpace(path) != "" {
+				out = append(out, fileOp{Path: strings.TrimSpace(path), Op: op.op})
+			}
+		}
+	}
+	return out
 }
 
 // planItems reads a todo list (TodoWrite's and opencode's "todos") or a
@@ -332,136 +605,290 @@ func planItems(in map[string]any) []string {
 			if st := firstString(m, "status"); st != "" {
 				text = "[" + st + "] " + text
 			}
-			out = append(out, oneLine(capText(text, 300)))
+			out = append(out, capText(oneLine(text), planItemCap))
 		}
 	}
 	return out
 }
 
-func appendNew(list []string, s string) []string {
-	if s == "" {
-		return list
-	}
-	for _, x := range list {
-		if x == s {
-			return list
-		}
-	}
-	return append(list, s)
-}
-
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// render writes the summary.
-func (e *extract) render() string {
-	var b strings.Builder
-	b.WriteString(extractHeader)
-	if e.earlier != "" {
-		b.WriteString("\n\n" + hEarlier + "\n" + e.earlier)
+// addFile records an operation on path, once per path and operation.
+func (f *facts) addFile(path, op string, span int) {
+	if path = strings.TrimSpace(path); path == "" {
+		return
 	}
-	if len(e.requests) > 0 {
-		b.WriteString("\n\n" + hRequests + "\n")
-		b.WriteString(strings.Join(e.requests, "\n---\n"))
+	for _, x := range f.Files {
+		if x.Path == path && x.Op == op {
+			return
+		}
 	}
-	if len(e.read)+len(e.created)+len(e.edited)+len(e.deleted) > 0 {
-		b.WriteString("\n\n" + hFiles)
-		for _, f := range []struct {
-			kind  string
-			files []string
-		}{{"Created", e.created}, {"Edited", e.edited}, {"Deleted", e.deleted}, {"Read", e.read}} {
-			if len(f.files) > 0 {
-				b.WriteString("\n" + f.kind + ": " + strings.Join(f.files, ", "))
+	f.Files = append(f.Files, fileOp{Path: path, Op: op, Span: span})
+}
+
+// addSearch records a search, once per tool, pattern, path and filter.
+func (f *facts) addSearch(s search) {
+	for _, x := range f.Searches {
+		if x.Tool == s.Tool && x.Pattern == s.Pattern && x.Path == s.Path && x.Glob == s.Glob {
+			return
+		}
+	}
+	f.Searches = append(f.Searches, s)
+}
+
+// addCommand counts a run of cmd.
+func (f *facts) addCommand(cmd string, failed bool, span int) {
+	c := command{Cmd: cmd, Runs: 1, Spans: []int{span}}
+	if failed {
+		c.Failed = 1
+	}
+	f.addRuns(c)
+}
+
+// addRuns adds c's runs to those of the same command; a command run again
+// moves to the end (the list is in order of last run).
+func (f *facts) addRuns(c command) {
+	for i, x := range f.Commands {
+		if x.Cmd == c.Cmd {
+			c.Runs += x.Runs
+			c.Failed += x.Failed
+			for _, s := range x.Spans {
+				c.Spans = addSpan(c.Spans, s)
 			}
+			f.Commands = slices.Delete(f.Commands, i, i+1)
+			break
 		}
 	}
-	if len(e.commands) > 0 {
-		b.WriteString("\n\n" + hCommands + "\n- " + strings.Join(e.commands, "\n- "))
-	}
-	if len(e.todo) > 0 {
-		b.WriteString("\n\n" + hTodo + "\n- " + strings.Join(e.todo, "\n- "))
-	}
-	if len(e.assistant) > 0 {
-		b.WriteString("\n\n" + hAssistant + "\n" + strings.Join(e.assistant, "\n---\n"))
-	}
-	return b.String()
+	f.Commands = append(f.Commands, c)
 }
 
-// fit renders the summary within budget tokens, giving things up in a
-// fixed order until it fits.
-func (e *extract) fit(budget int) string {
-	for i := range e.requests {
-		e.requests[i] = capText(e.requests[i], requestCap)
+// addFailure records a failure; the same failure again (same tool, call
+// and reason) is counted, and moves to the end.
+func (f *facts) addFailure(x failure) {
+	for i, y := range f.Failures {
+		if y.Tool == x.Tool && y.What == x.What && slices.Equal(y.Reason, x.Reason) && y.Refused == x.Refused && y.Command == x.Command {
+			x.Count += y.Count
+			f.Failures = slices.Delete(f.Failures, i, i+1)
+			break
+		}
 	}
-	fits := func() (string, bool) {
-		s := e.render()
-		return s, tokens.EstimateText(s) <= budget
+	f.Failures = append(f.Failures, x)
+}
+
+// addMedia records an image or document, counted by where and what.
+func (f *facts) addMedia(m media) {
+	for i, y := range f.Media {
+		if y.Kind == m.Kind && y.Where == m.Where && y.What == m.What && y.Span == m.Span {
+			f.Media[i].Count += m.Count
+			return
+		}
 	}
-	if s, ok := fits(); ok {
-		return s
+	f.Media = append(f.Media, m)
+}
+
+// omit counts n items of kind (and runs, for commands) in spans as left
+// out.
+func (f *facts) omit(kind string, n, runs int, spans []int) {
+	if n <= 0 {
+		return
 	}
-	steps := []func() bool{
-		func() bool { return drop(&e.assistant, 1) },
-		func() bool { return drop(&e.commands, 1+len(e.commands)/8) },
-		func() bool { return e.shortenRequests() },
-		func() bool { return drop(&e.read, 1+len(e.read)/8) },
-		func() bool { return e.shortenEarlier() },
-		func() bool { return drop(&e.todo, 1) },
-		func() bool { return dropMiddle(&e.requests) },
-		func() bool {
-			return drop(&e.edited, 1+len(e.edited)/8) || drop(&e.created, 1+len(e.created)/8) || drop(&e.deleted, 1)
-		},
-	}
-	for _, step := range steps {
-		for step() {
-			if s, ok := fits(); ok {
-				return s
+	for i := range f.Omitted {
+		if f.Omitted[i].Kind == kind {
+			o := &f.Omitted[i]
+			o.Count += n
+			o.Runs += runs
+			for _, s := range spans {
+				o.Spans = addSpan(o.Spans, s)
 			}
+			return
 		}
 	}
-	// Still over: the head of what is left.
-	s := e.render()
-	return capText(s, budget*3)
-}
-
-// drop removes the n oldest items of list, reporting whether any went.
-func drop(list *[]string, n int) bool {
-	if len(*list) == 0 {
-		return false
+	o := omitted{Kind: kind, Count: n, Runs: runs}
+	for _, s := range spans {
+		o.Spans = addSpan(o.Spans, s)
 	}
-	*list = (*list)[min(n, len(*list)):]
-	return true
+	f.Omitted = append(f.Omitted, o)
 }
 
-// shortenRequests halves the longest user request other than the first
-// and the last, down to 200 bytes.
-func (e *extract) shortenRequests() bool {
-	best := -1
-	for i := 1; i < len(e.requests)-1; i++ {
-		if len(e.requests[i]) > 200 && (best < 0 || len(e.requests[i]) > len(e.requests[best])) {
-			best = i
+// omitted returns the count of kind left out, or nil.
+func (f *facts) omitted(kind string) *omitted {
+	for i := range f.Omitted {
+		if f.Omitted[i].Kind == kind {
+			return &f.Omitted[i]
 		}
 	}
-	if best < 0 {
-		return false
-	}
-	e.requests[best] = capText(e.requests[best], len(e.requests[best])/2)
-	return true
+	return nil
 }
 
-// dropMiddle removes the request after the first (never the first and
-// the last).
-func dropMiddle(list *[]string) bool {
-	if len(*list) <= 2 {
-		return false
+// addSpan adds s to the sorted set spans.
+func addSpan(spans []int, s int) []int {
+	i, found := slices.BinarySearch(spans, s)
+	if found {
+		return spans
 	}
-	*list = append((*list)[:1], (*list)[2:]...)
-	return true
+	return slices.Insert(spans, i, s)
 }
 
-func (e *extract) shortenEarlier() bool {
-	if len(e.earlier) <= 400 {
-		return false
+// merge returns the facts of prev's spans followed by cur's (whose items
+// name span 0, and become span len(prev.Spans)), with blob the blob that
+// holds cur's originals. Neither argument changes.
+func merge(prev, cur *facts, blob string) *facts {
+	f := prev.clone()
+	k := len(f.Spans)
+	f.Spans = append(f.Spans, blob)
+	for _, n := range cur.Requests {
+		n.Span = k
+		f.Requests = append(f.Requests, n)
 	}
-	e.earlier = capText(e.earlier, len(e.earlier)/2)
-	return true
+	for _, n := range cur.Injected {
+		n.Span = k
+		f.Injected = append(f.Injected, n)
+	}
+	for _, x := range cur.Files {
+		f.addFile(x.Path, x.Op, k)
+	}
+	for _, x := range cur.Searches {
+		x.Span = k
+		f.addSearch(x)
+	}
+	for _, x := range cur.Commands {
+		f.addRuns(command{Cmd: x.Cmd, Runs: x.Runs, Failed: x.Failed, Spans: []int{k}})
+	}
+	for _, x := range cur.Failures {
+		x.Span = k
+		x.Reason = slices.Clone(x.Reason)
+		f.addFailure(x)
+	}
+	for _, x := range cur.Media {
+		x.Span = k
+		f.addMedia(x)
+	}
+	if len(cur.Plan) > 0 {
+		f.Plan, f.PlanSpan = slices.Clone(cur.Plan), k
+	}
+	if len(cur.Assistant) > 0 {
+		// The latest texts are cur's, then prev's newest, up to
+		// assistantMax; the older ones are counted.
+		var next []note
+		for _, n := range cur.Assistant {
+			n.Span = k
+			next = append(next, n)
+		}
+		keep := max(assistantMax-len(next), 0)
+		drop := max(len(f.Assistant)-keep, 0)
+		for _, n := range f.Assistant[:drop] {
+			f.omit(kAssistant, 1, 0, []int{n.Span})
+		}
+		f.Assistant = append(f.Assistant[drop:], next...)
+	}
+	if cur.Earlier != "" {
+		// A summary the span itself holds (a client's compaction).
+		f.Earlier = strings.TrimSpace(f.Earlier + "\n\n" + cur.Earlier)
+		f.EarlierSpans = k + 1
+	}
+	for _, o := range cur.Omitted {
+		f.omit(o.Kind, o.Count, o.Runs, []int{k})
+	}
+	f.bound()
+	return f
+}
+
+// bound counts the oldest items past each list's cap as omitted.
+func (f *facts) bound() {
+	dropNotes := func(list *[]note, n int, kind string) {
+		for _, x := range (*list)[:max(len(*list)-n, 0)] {
+			f.omit(kind, 1, 0, []int{x.Span})
+		}
+		*list = (*list)[max(len(*list)-n, 0):]
+	}
+	dropNotes(&f.Requests, maxRequests, kRequests)
+	dropNotes(&f.Injected, maxInjected, kInjected)
+	if n := len(f.Files) - maxFiles; n > 0 {
+		for _, x := range f.Files[:n] {
+			f.omit(kFiles, 1, 0, []int{x.Span})
+		}
+		f.Files = f.Files[n:]
+	}
+	if n := len(f.Searches) - maxSearches; n > 0 {
+		for _, x := range f.Searches[:n] {
+			f.omit(kSearches, 1, 0, []int{x.Span})
+		}
+		f.Searches = f.Searches[n:]
+	}
+	if n := len(f.Commands) - maxCommands; n > 0 {
+		for _, x := range f.Commands[:n] {
+			f.omit(kOldCommands, 1, x.Runs, x.Spans)
+		}
+		f.Commands = f.Commands[n:]
+	}
+	if n := len(f.Failures) - maxFailures; n > 0 {
+		for _, x := range f.Failures[:n] {
+			f.omit(kFailures, x.Count, 0, []int{x.Span})
+		}
+		f.Failures = f.Failures[n:]
+	}
+	if n := len(f.Media) - maxMedia; n > 0 {
+		for _, x := range f.Media[:n] {
+			f.omit(kMedia, x.Count, 0, []int{x.Span})
+		}
+		f.Media = f.Media[n:]
+	}
+}
+
+// clone returns a deep copy of f (nil: empty facts).
+func (f *facts) clone() *facts {
+	if f == nil {
+		return &facts{}
+	}
+	g := *f
+	g.Spans = slices.Clone(f.Spans)
+	g.Requests = slices.Clone(f.Requests)
+	g.Injected = slices.Clone(f.Injected)
+	g.Files = slices.Clone(f.Files)
+	g.Searches = slices.Clone(f.Searches)
+	g.Commands = slices.Clone(f.Commands)
+	for i := range g.Commands {
+		g.Commands[i].Spans = slices.Clone(g.Commands[i].Spans)
+	}
+	g.Failures = slices.Clone(f.Failures)
+	for i := range g.Failures {
+		g.Failures[i].Reason = slices.Clone(g.Failures[i].Reason)
+	}
+	g.Media = slices.Clone(f.Media)
+	g.Plan = slices.Clone(f.Plan)
+	g.Assistant = slices.Clone(f.Assistant)
+	g.Omitted = slices.Clone(f.Omitted)
+	for i := range g.Omitted {
+		g.Omitted[i].Spans = slices.Clone(g.Omitted[i].Spans)
+	}
+	return &g
+}
+
+// cutNote keeps n's head and tail when its text is longer than max bytes.
+func cutNote(n note, max int) note {
+	whole := n.Text + n.Tail
+	if len(whole) <= max {
+		return n
+	}
+	h, t := headTail(whole, max)
+	n.Cut += len(whole) - len(h) - len(t)
+	n.Text, n.Tail = h, t
+	return n
+}
+
+// headTail returns the first two thirds and the last third of n bytes of
+// s, cut at character boundaries.
+func headTail(s string, n int) (head, tail string) {
+	if len(s) <= n {
+		return s, ""
+	}
+	h, t := n*2/3, n/3
+	for h > 0 && !utf8.RuneStart(s[h]) {
+		h--
+	}
+	ts := len(s) - t
+	for ts < len(s) && !utf8.RuneStart(s[ts]) {
+		ts++
+	}
+	return s[:h], s[ts:]
 }

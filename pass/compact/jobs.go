@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/pipeline"
+	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
 )
 
@@ -141,14 +142,33 @@ func (j *jobs) start(s *planState, env *pipeline.Env) *job {
 		Protocol:  env.Protocol,
 		Model:     s.r.Conv.Model,
 		Header:    env.Header.Clone(),
-		System:    systemPrompt(s.lim.target),
+		System:    systemPrompt(p.modelTarget(in)),
 		Input:     userPrompt(in.prevSummary, s.r.Conv, in.from, in.to),
-		MaxTokens: s.lim.budget,
+		MaxTokens: in.budget,
 		Overdue:   jb.overdue,
 	}
 	j.wg.Add(1)
 	go j.run(key, jb, in, req)
 	return jb
+}
+
+// modelTarget is the length a model's summary of in is asked for: the
+// budget less the summary message's note and the appendix of facts that
+// follows the summary (at most half of what is left).
+func (p *Pass) modelTarget(in *spanInput) int {
+	blob := ""
+	if len(in.transcript) > 0 {
+		blob = store.ID(in.transcript) // the blob newRecord keeps them in
+	}
+	f := merge(in.prev, in.cur, blob)
+	var blobs []string
+	for _, b := range f.Spans {
+		if b != "" {
+			blobs = append(blobs, b)
+		}
+	}
+	budget := summaryBudget(in.budget, p.note(in.count, blobs))
+	return budget - min(tokens.EstimateText(f.render(appendix)), budget/2)
 }
 
 // run writes one summary and stores it (unless another record landed
@@ -162,13 +182,15 @@ func (j *jobs) run(key string, jb *job, in *spanInput, req *Job) {
 	inTok := tokens.EstimateText(req.System) + tokens.EstimateText(req.Input)
 	req = nil // the credentials go with it
 	var rec *record
-	if err == nil && sum.Text == "" {
-		err = errEmpty
-	}
 	if err == nil {
 		if sum.InputTokens > 0 {
 			inTok = sum.InputTokens
 		}
+		if strings.TrimSpace(sum.Text) == "" {
+			p.log.Warn("compact: the summarizer answered with no text; the extractive summary serves", "span", key)
+		}
+		// An empty answer, or one over the budget, gives way to the
+		// extractive summary (newRecord).
 		rec, err = p.put(ctx, key, p.newRecord(ctx, in, sum.Text, sum.Model, inTok, sum.OutputTokens))
 	}
 	j.mu.Lock()

@@ -1,31 +1,46 @@
 package compact
 
 import (
-	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/ctxguard/ctxguard/conversation"
 )
 
-var errEmpty = errors.New("compact: the summarizer answered with no text")
-
-// systemPrompt is the summarizer's instructions: the five sections of a
-// structured summary (OpenCode's and Claude Code's), in the session's own
-// language, within about target tokens.
+// systemPrompt is the summarizer's instructions, in the session's own
+// language, within about target tokens: the five sections of a structured
+// summary (the user's requests verbatim, the goal, what was done, what is
+// in progress and left, what not to forget), plus what the agent
+// discovered from tool output and the files it read and changed, under
+// the headings of OpenCode's template (Goal, Instructions, Discoveries,
+// Accomplished, Relevant files).
 func systemPrompt(target int) string {
 	return fmt.Sprintf(`You summarize the earlier part of a long working session between a user and an AI coding agent, so that the agent can continue the work with only your summary and the newest messages. The agent will not see the messages you summarize again.
 
-Write the summary in the language the user writes in. Be specific: keep file paths, function names, commands, error messages, numbers and decisions exactly as they appear. Do not invent anything. If a previous summary is given, fold it in: everything it says that still matters must be in your summary.
+Write the summary in the language the user writes in. Be specific: keep file paths, function and variable names, commands, error messages, numbers and decisions exactly as they appear. Do not invent anything. If a previous summary is given, fold it in: everything it says that still matters must be in your summary.
 
-Use exactly these five sections:
+Use exactly these sections, as Markdown headings, in this order:
 
-1. User requests (verbatim): every request and instruction the user gave, quoted word for word, oldest first.
-2. Goal and expected result: what the user wants in the end, and how they will judge it.
-3. Work done: what has been done, including every file created or changed and why.
-4. Work in progress and work left: what was being done when the part you summarize ends, and what remains.
-5. Important context: failed approaches not to retry (and why they failed), constraints, key decisions, and anything else the agent must not forget.
+## User requests
+Every request and instruction the user gave, quoted word for word, oldest first.
+
+## Goal
+What the user wants in the end, and how they will judge it.
+
+## Instructions
+Constraints, preferences and decisions, by the user or the agent, and why; approaches that failed and must not be retried, with the reason each failed.
+
+## Discoveries
+What the agent learned from tool output that it will need again: how the code or system works, where things are, which commands work and which do not, error messages and their causes.
+
+## Accomplished
+What has been done, with every file created, changed or deleted and why.
+
+## In progress and left
+What was being done when the part you summarize ends, what remains, and the next step.
+
+## Relevant files
+Every file and directory the agent read or changed that still matters, one a line: its exact path and why it matters.
 
 Keep it under about %d tokens. Answer with the summary only.`, target)
 }
@@ -67,14 +82,17 @@ func userPrompt(prev string, c *conversation.Conversation, from, to int) string 
 				}
 				sb.WriteString("(tool call " + c.ToolName(blk) + ") " + capText(string(in), inputCap))
 			case conversation.ToolResult:
-				t, _ := c.ResultText(blk)
 				label := "(tool result)"
 				if blk.IsError {
 					label = "(tool error)"
 				}
-				sb.WriteString(label + " " + capText(string(t), resultCap))
+				sb.WriteString(label + " " + capText(resultText(c, blk), resultCap))
+			case conversation.Image:
+				sb.WriteString("(an image)")
+			case conversation.Document:
+				sb.WriteString("(a document)")
 			default:
-				continue // thinking, images and opaque items: not for the summary
+				continue // thinking and opaque items: not for the summary
 			}
 			sb.WriteByte('\n')
 		}
@@ -108,18 +126,38 @@ func userPrompt(prev string, c *conversation.Conversation, from, to int) string 
 	return b.String()
 }
 
-// capText keeps s's head and tail when it is longer than n bytes.
+// capText keeps s's head and tail when it is longer than n bytes, with a
+// marker saying how much went.
 func capText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	h, t := n*2/3, n/3
-	for h > 0 && !utf8.RuneStart(s[h]) {
-		h--
+	h, t := headTail(s, n)
+	return h + fmt.Sprintf(" [… %d bytes cut …] ", len(s)-len(h)-len(t)) + t
+}
+
+// resultText is a tool result's text as the summarizer reads it: its text
+// parts, with images and documents named instead of their data.
+func resultText(c *conversation.Conversation, b *conversation.Block) string {
+	if len(b.Parts) == 0 {
+		t, _ := c.ResultText(b)
+		return string(t)
 	}
-	ts := len(s) - t
-	for ts < len(s) && !utf8.RuneStart(s[ts]) {
-		ts++
+	var sb strings.Builder
+	for i, pt := range b.Parts {
+		if i > 0 {
+			sb.WriteByte('\n')
+		}
+		switch pt.Kind {
+		case conversation.Text:
+			sb.WriteString(c.String(pt.Text))
+		case conversation.Image:
+			sb.WriteString("(an image)")
+		case conversation.Document:
+			sb.WriteString("(a document)")
+		default:
+			sb.Write(c.Bytes(pt.Span))
+		}
 	}
-	return s[:h] + fmt.Sprintf("\n[... %d bytes cut ...]\n", ts-h) + s[ts:]
+	return sb.String()
 }

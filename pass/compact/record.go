@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ctxguard/ctxguard/conversation"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
 )
@@ -20,8 +22,14 @@ type record struct {
 	// Text is the summary message's text as sent: a note on what was
 	// compacted and where the originals are, then the summary.
 	Text string `json:"text"`
-	// Summary is the summary alone, folded into the next compaction's.
+	// Summary is the summary alone, which a model writing the next
+	// compaction's summary reads.
 	Summary string `json:"summary"`
+	// Facts are the facts of every span summarized so far, as data: the
+	// next compaction merges them with its own span's. Records written
+	// before facts existed have none; their Summary serves as an earlier
+	// summary (previousFacts).
+	Facts *facts `json:"facts,omitempty"`
 	// Blobs hold the original messages of every span summarized so far,
 	// oldest first.
 	Blobs []string `json:"blobs"`
@@ -31,8 +39,10 @@ type record struct {
 	Tokens int `json:"tokens"`
 	// Model wrote the summary; InputTokens and OutputTokens are what its
 	// call cost (for an extractive summary: what a model call would
-	// have cost, for replays to price it). Extractive marks a summary
-	// written without a model.
+	// have cost, for replays to price it). Extractive marks the
+	// extractive summary: written without a model, or in place of a
+	// model's answer that was empty or over the budget (then Model and
+	// the tokens are that call's).
 	Model        string `json:"model,omitempty"`
 	InputTokens  int    `json:"input_tokens"`
 	OutputTokens int    `json:"output_tokens"`
@@ -66,29 +76,95 @@ func ReadRecord(ctx context.Context, st store.Store, key string) (Record, error)
 }
 
 // newRecord renders the record of a span's summary: the originals of the
-// span go to a blob (those of earlier spans are named again).
-func (p *Pass) newRecord(ctx context.Context, in *spanInput, summary, model string, inTok, outTok int) *record {
-	rec := &record{Summary: strings.TrimSpace(summary), Model: model, InputTokens: inTok, OutputTokens: outTok, Messages: in.count}
-	rec.Blobs = append(rec.Blobs, in.prevBlobs...)
-	var where string
+// span go to a blob (those of earlier spans are named again), and the
+// span's facts are merged with the earlier spans'. prose is a model's
+// summary, which the facts follow as an appendix, or "" for the
+// extractive summary. The summary message, its note included, fits in
+// in.budget tokens: a model's summary too long for it (with room left for
+// the appendix) gives way to the extractive one (the record keeps what
+// the call cost).
+func (p *Pass) newRecord(ctx context.Context, in *spanInput, prose, model string, inTok, outTok int) *record {
+	rec := &record{Model: model, InputTokens: inTok, OutputTokens: outTok, Messages: in.count}
+	blob := ""
 	if len(in.transcript) > 0 {
 		if k, err := p.blobs.Keep(ctx, in.transcript); err == nil {
-			rec.Blobs = append(rec.Blobs, k.ID)
+			blob = k.ID
 		} else {
 			p.log.Warn("compact: keeping the originals of a summarized span", "err", err)
 		}
 	}
-	switch len(rec.Blobs) {
+	f := merge(in.prev, in.cur, blob)
+	for _, b := range f.Spans {
+		if b != "" {
+			rec.Blobs = append(rec.Blobs, b)
+		}
+	}
+	note := p.note(rec.Messages, rec.Blobs)
+	budget := summaryBudget(in.budget, note)
+	prose = strings.TrimSpace(prose)
+	if prose != "" {
+		n := tokens.EstimateText(prose)
+		if room := budget - n; room >= appendixFloor(f, budget) {
+			rec.Summary = prose + "\n\n" + fit(f.notIn(prose), appendix, room)
+			f.Earlier, f.EarlierSpans = prose, len(f.Spans)
+		} else {
+			p.log.Warn("compact: the model's summary is over its budget; the extractive summary serves", "tokens", n, "budget", budget)
+		}
+	}
+	if rec.Summary == "" {
+		rec.Summary = fit(f, whole, budget)
+		rec.Extractive = true
+	}
+	rec.Facts = bounded(f, budget)
+	rec.Text = note + "\n\n<summary>\n" + rec.Summary + "\n</summary>"
+	rec.Tokens = tokens.EstimateText(rec.Text) + messageTokens
+	return rec
+}
+
+// messageTokens is what the summary message costs beyond its text (its
+// role and block wrapping).
+const messageTokens = 8
+
+// note is the line that starts a summary message: how many messages it
+// stands for, and where their originals are.
+func (p *Pass) note(messages int, blobs []string) string {
+	var where string
+	switch len(blobs) {
 	case 0:
 		where = "The originals could not be kept."
 	case 1:
-		where = "The original messages are kept word for word in blob " + rec.Blobs[0] + ": " + p.blobs.Howto() + "."
+		where = "The original messages are kept word for word in blob " + blobs[0] + ": " + p.blobs.Howto() + "."
 	default:
-		where = "The original messages are kept word for word, oldest first, in blob " + strings.Join(rec.Blobs, ", blob ") + ": " + p.blobs.Howto() + "."
+		where = "The original messages are kept word for word, oldest first, in blob " + strings.Join(blobs, ", blob ") + ": " + p.blobs.Howto() + "."
 	}
-	rec.Text = fmt.Sprintf(conversation.CompactionNote+"%d messages of this conversation into the summary below, to keep the session inside the model's context window. %s]\n\n<summary>\n%s\n</summary>", rec.Messages, where, rec.Summary)
-	rec.Tokens = tokens.EstimateText(rec.Text) + 8
-	return rec
+	return fmt.Sprintf(conversation.CompactionNote+"%d messages of this conversation into the summary below, to keep the session inside the model's context window. %s]", messages, where)
+}
+
+// summaryBudget is what the summary itself may take of a message of
+// budget tokens that starts with note. The estimate of joined texts can
+// differ from the sum of theirs by a token at each join: a few tokens
+// are kept for that.
+func summaryBudget(budget int, note string) int {
+	return max(budget-tokens.EstimateText(note+"\n\n<summary>\n\n</summary>")-messageTokens-4, model.SummaryBudgetMin/2)
+}
+
+// appendixFloor is the least a model's summary must leave of the budget
+// for the appendix: the appendix whole, up to a quarter of the budget.
+func appendixFloor(f *facts, budget int) int {
+	return min(tokens.EstimateText(f.render(appendix)), budget/4)
+}
+
+// previousFacts returns what the record rec (nil: none) holds for the
+// next compaction to merge: its facts, or for a record written before
+// facts existed, its summary as an earlier summary of all its spans.
+func previousFacts(rec *record) *facts {
+	switch {
+	case rec == nil:
+		return &facts{}
+	case rec.Facts != nil:
+		return rec.Facts
+	}
+	return &facts{Spans: slices.Clone(rec.Blobs), Earlier: rec.Summary, EarlierSpans: len(rec.Blobs)}
 }
 
 // put stores rec under key unless a record is there already, and returns

@@ -8,7 +8,7 @@ import (
 )
 
 // Summarizer writes the summary of a compaction: a model call of ctxguard's
-// own (package summarize), or none (the extractive summary, Extract).
+// own (package summarize), or none (the extractive summary).
 // Implementations are safe for concurrent use and honour ctx.
 type Summarizer interface {
 	Summarize(ctx context.Context, j *Job) (Summary, error)

@@ -15,7 +15,7 @@ type SummarizerConfig struct {
 	// session's own request, held in memory for the call only),
 	// "endpoint" (Endpoint, Protocol, Model and the key in the
 	// environment variable APIKeyEnv), or "none" (no model: the
-	// extractive summary, compact.Extract).
+	// extractive summary).
 	Mode string `yaml:"mode"`
 	// Model overrides the small model (session mode); required with an
 	// endpoint.

@@ -1,13 +1,21 @@
 // Package chart draws ctxguard's per-session chart as SVG: per request
-// (x: request number, y: prompt tokens), the original prompt as a grey
-// line, what ctxguard sent as a blue line, the tokens saved shaded
-// between them, each edit event as a red dashed vertical line
-// (class "event") and each client compaction as a grey dotted one (class
-// "compaction"). replay's charts and the dashboard draw the same picture
-// with it. It depends on nothing of ctxguard's.
+// (x: request number, y: prompt tokens), what ctxguard sent as a blue line
+// and the original prompt as a grey dashed line drawn over it (so that it
+// shows where the two are equal), the tokens saved shaded between them,
+// the overflow line (the model's window less its maximum output: a prompt
+// above it leaves the answer no room) as a purple dashed horizontal line
+// (class "overflow"), each edit event as a red dashed vertical line
+// (class "event"), each compaction ctxguard made as an amber one (class
+// "compaction"; a compaction is an edit event too, marked as the
+// compaction) and each client compaction as a grey dotted one (class
+// "client-compaction"). replay's charts and the dashboard draw the same
+// picture with it. It depends on nothing of ctxguard's.
 //
 // The SVG is written by hand (no dependency): fixed-size panels, plain
-// shapes, text in the system sans-serif font, every text escaped.
+// shapes, text in the system sans-serif font, every text escaped. Markers
+// and the overflow line carry their figures as data-* attributes (the
+// sent line its first request's number, data-first; the overflow line its
+// tokens, data-tokens), for tests and tools that read a chart back.
 package chart
 
 import (
@@ -26,6 +34,16 @@ const (
 type Session struct {
 	Name, Model string
 	Requests    []Request
+	// First is the number of the first request shown (0 means 1): a
+	// session whose older requests are no longer kept starts later. The x
+	// axis numbers requests from it.
+	First int
+	// Line is the overflow line in prompt tokens: the model's window less
+	// its maximum output. 0: unknown, not drawn.
+	Line int
+	// DryRun says Sent is what ctxguard would have sent: nothing was
+	// changed (a dry run).
+	DryRun bool
 	// The title line's figures.
 	TokenRatio, CostRatio, BPCostRatio float64
 	PeakOrig, PeakSent                 int
@@ -36,6 +54,7 @@ type Session struct {
 type Request struct {
 	Orig, Sent int  // prompt tokens, original and sent
 	Event      bool // an edit event
+	Compaction bool // ctxguard compacted the history (an edit event too)
 	Reset      bool // a client compaction
 	Invalid    string
 }
@@ -45,25 +64,47 @@ type Request struct {
 type Theme struct {
 	Background, Panel, Border string // the page, a panel's fill and its border
 	Orig, Sent, Saved         string // the original and sent lines, the area between them
-	Event, Reset              string // edit event and client compaction markers
+	Event, Compaction, Reset  string // edit event, compaction and client compaction markers
+	Overflow                  string // the overflow line
 	Grid, Text, Muted         string
 }
 
 var (
 	// Light is the default theme, the one replay's charts use.
 	Light = Theme{Background: "#f9fafb", Panel: "#ffffff", Border: "#d1d5db",
-		Orig: "#6b7280", Sent: "#2563eb", Saved: "#bfdbfe", Event: "#dc2626", Reset: "#9ca3af",
-		Grid: "#e5e7eb", Text: "#111827", Muted: "#4b5563"}
+		Orig: "#4b5563", Sent: "#2563eb", Saved: "#bfdbfe", Event: "#dc2626", Compaction: "#d97706", Reset: "#9ca3af",
+		Overflow: "#7c3aed", Grid: "#e5e7eb", Text: "#111827", Muted: "#4b5563"}
 	// Dark suits a dark page.
 	Dark = Theme{Background: "#0f1115", Panel: "#161a21", Border: "#2d3440",
-		Orig: "#9ca3af", Sent: "#60a5fa", Saved: "#1e3a8a", Event: "#f87171", Reset: "#6b7280",
-		Grid: "#262c36", Text: "#e5e7eb", Muted: "#9ca3af"}
+		Orig: "#d1d5db", Sent: "#60a5fa", Saved: "#1e3a8a", Event: "#f87171", Compaction: "#fbbf24", Reset: "#6b7280",
+		Overflow: "#a78bfa", Grid: "#262c36", Text: "#e5e7eb", Muted: "#9ca3af"}
 )
+
+// Line styles: the original line is dashed so that the sent line shows
+// through it where the two are equal.
+const (
+	origDash      = "7 5"
+	eventDash     = "5 3"
+	resetDash     = "2 3"
+	overflowDash  = "10 4"
+	origWidth     = 2.0
+	sentWidth     = 2.5
+	markerWidth   = 1.5
+	compactWidth  = 2.0
+	overflowWidth = 1.5
+)
+
+// OffChart is how far below the overflow line a session's largest prompt
+// may stay for the line to be drawn: a session that never came within a
+// third of it is drawn at its own scale, and the line is named in a
+// note instead (class "overflow" too), lest the requests be squashed at
+// the bottom.
+const OffChart = 3
 
 // SessionSVG renders one session as its own SVG in the theme th.
 func SessionSVG(s *Session, th Theme) []byte {
 	c := New(1000, 480, th)
-	c.Legend(margin, 24)
+	legend(&c.svg, margin, 24, s.DryRun)
 	c.Panel(margin, 36, 1000-2*margin, 440-16, s)
 	return c.Bytes()
 }
@@ -89,7 +130,7 @@ func (c *Canvas) Text(x, y, size int, weight, color, anchor, t string) {
 }
 
 // Legend draws the key from x on the baseline y.
-func (c *Canvas) Legend(x, y int) { legend(&c.svg, x, y) }
+func (c *Canvas) Legend(x, y int) { legend(&c.svg, x, y, false) }
 
 // Panel draws one session's chart in the box (x, y, w, h).
 func (c *Canvas) Panel(x, y, w, h int, s *Session) { panel(&c.svg, x, y, w, h, s) }
@@ -100,16 +141,23 @@ func (c *Canvas) Bytes() []byte {
 	return c.bytes()
 }
 
-// legend draws the key from x on the baseline y.
-func legend(b *svg, x, y int) {
+// legend draws the key from x on the baseline y; dry names the blue
+// line as what would have been sent.
+func legend(b *svg, x, y int, dry bool) {
+	sent := "sent by ctxguard"
+	if dry {
+		sent = "would send (dry run)"
+	}
 	items := []struct {
 		label, color, dash string
 		width              float64
 	}{
-		{"original", b.th.Orig, "", 2},
-		{"sent by ctxguard", b.th.Sent, "", 2.5},
-		{"edit event", b.th.Event, "5 3", 1.5},
-		{"client compaction", b.th.Reset, "2 3", 1.5},
+		{"original", b.th.Orig, origDash, origWidth},
+		{sent, b.th.Sent, "", sentWidth},
+		{"overflow line", b.th.Overflow, overflowDash, overflowWidth},
+		{"edit event", b.th.Event, eventDash, markerWidth},
+		{"compaction", b.th.Compaction, "", compactWidth},
+		{"client compaction", b.th.Reset, resetDash, markerWidth},
 	}
 	// Text widths are approximated (7 px a character at 12 px).
 	cx := x
@@ -128,9 +176,21 @@ func panel(b *svg, x, y, w, h int, s *Session) {
 		title += " · " + strings.TrimPrefix(s.Model, "claude-")
 	}
 	title += " · " + Plural(len(s.Requests), "request")
+	if s.DryRun {
+		title += " · dry run"
+	}
 	b.text(x+12, y+20, 14, "600", b.th.Text, "start", title)
+	compactions := 0
+	for _, q := range s.Requests {
+		if q.Compaction {
+			compactions++
+		}
+	}
 	sub := fmt.Sprintf("tokens ×%s · cost ×%s (bp ×%s) · peak %s → %s · %s",
 		Ratio(s.TokenRatio), Ratio(s.CostRatio), Ratio(s.BPCostRatio), Tokens(s.PeakOrig), Tokens(s.PeakSent), Plural(s.Events, "edit event"))
+	if compactions > 0 {
+		sub += fmt.Sprintf(" (%s)", Plural(compactions, "compaction"))
+	}
 	if s.Invalid > 0 {
 		sub += fmt.Sprintf(" · %d INVALID", s.Invalid)
 	}
@@ -140,9 +200,14 @@ func panel(b *svg, x, y, w, h int, s *Session) {
 	px, py := float64(x+58), float64(y+52)
 	pw, ph := float64(w-58-16), float64(h-52-34)
 	n := len(s.Requests)
+	first := max(s.First, 1)
 	ymax := 0
 	for _, q := range s.Requests {
 		ymax = max(ymax, q.Orig, q.Sent)
+	}
+	lineShown := s.Line > 0 && ymax*OffChart >= s.Line
+	if lineShown {
+		ymax = max(ymax, s.Line)
 	}
 	step := niceStep(float64(ymax), 5)
 	top := math.Max(step, math.Ceil(float64(ymax)/step)*step)
@@ -159,43 +224,59 @@ func panel(b *svg, x, y, w, h int, s *Session) {
 		b.line(px, yy, px+pw, yy, b.th.Grid, 1, "")
 		b.text(int(px)-6, int(yy)+4, 11, "400", b.th.Muted, "end", axisLabel(v))
 	}
-	// x ticks: request numbers, 1-based: the first, then every xstep.
+	// x ticks: request numbers from first: the first, then every xstep.
 	xstep := int(math.Max(1, niceStep(float64(n), 8)))
-	ticks := []int{1}
+	ticks := []int{0}
 	for v := xstep; v <= n; v += xstep {
 		if v > 1 {
-			ticks = append(ticks, v)
+			ticks = append(ticks, v-1)
 		}
 	}
 	for _, i := range ticks {
-		xx := xv(i - 1)
+		xx := xv(i)
 		b.line(xx, py+ph, xx, py+ph+4, b.th.Muted, 1, "")
-		b.text(int(xx), int(py+ph)+17, 11, "400", b.th.Muted, "middle", strconv.Itoa(i))
+		b.text(int(xx), int(py+ph)+17, 11, "400", b.th.Muted, "middle", strconv.Itoa(first+i))
 	}
 	b.line(px, py+ph, px+pw, py+ph, b.th.Muted, 1, "")
 	b.line(px, py, px, py+ph, b.th.Muted, 1, "")
 	b.text(int(px+pw/2), int(py+ph)+31, 11, "400", b.th.Muted, "middle", "request")
 	b.vtext(x+14, int(py+ph/2), 11, b.th.Muted, "prompt tokens")
 
-	// Savings area, lines, markers.
+	// The overflow line, or where it is when far above.
+	switch {
+	case lineShown:
+		ly := yv(s.Line)
+		fmt.Fprintf(&b.sb, `<line class="overflow" data-tokens="%d" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="%s" stroke-dasharray="%s"/>`+"\n",
+			s.Line, num(px), num(ly), num(px+pw), num(ly), b.th.Overflow, num(overflowWidth), overflowDash)
+		b.text(int(px+pw)-4, int(ly)-5, 11, "400", b.th.Overflow, "end", "overflow line "+Tokens(s.Line))
+	case s.Line > 0:
+		fmt.Fprintf(&b.sb, `<text class="overflow" data-tokens="%d" x="%d" y="%d" font-size="11" fill="%s" text-anchor="end">%s</text>`+"\n",
+			s.Line, int(px+pw)-4, int(py)+12, b.th.Overflow, esc("overflow line "+Tokens(s.Line)+" (far above)"))
+	}
+
+	// Savings area (where less was sent than came in), markers, lines.
 	if n > 1 {
 		var area []string
 		for i, q := range s.Requests {
 			area = append(area, pt(xv(i), yv(q.Orig)))
 		}
 		for i := n - 1; i >= 0; i-- {
-			area = append(area, pt(xv(i), yv(s.Requests[i].Sent)))
+			q := s.Requests[i]
+			area = append(area, pt(xv(i), yv(min(q.Sent, q.Orig))))
 		}
 		b.polygon(area, b.th.Saved, 0.6)
 	}
 	for i, q := range s.Requests {
 		if q.Reset {
-			b.marker("compaction", xv(i), py, py+ph, b.th.Reset, "2 3")
+			b.marker("client-compaction", xv(i), py, py+ph, b.th.Reset, markerWidth, resetDash)
 		}
 	}
 	for i, q := range s.Requests {
-		if q.Event {
-			b.marker("event", xv(i), py, py+ph, b.th.Event, "5 3")
+		switch {
+		case q.Compaction:
+			b.marker("compaction", xv(i), py, py+ph, b.th.Compaction, compactWidth, "")
+		case q.Event:
+			b.marker("event", xv(i), py, py+ph, b.th.Event, markerWidth, eventDash)
 		}
 	}
 	orig := make([]string, n)
@@ -204,11 +285,13 @@ func panel(b *svg, x, y, w, h int, s *Session) {
 		orig[i] = pt(xv(i), yv(q.Orig))
 		sent[i] = pt(xv(i), yv(q.Sent))
 	}
-	b.polyline("original", orig, b.th.Orig, 2)
-	b.polyline("sent", sent, b.th.Sent, 2.5)
+	fmt.Fprintf(&b.sb, `<polyline class="sent" data-first="%d" points="%s" fill="none" stroke="%s" stroke-width="%s" stroke-linejoin="round"/>`+"\n",
+		first, strings.Join(sent, " "), b.th.Sent, num(sentWidth))
+	fmt.Fprintf(&b.sb, `<polyline class="original" points="%s" fill="none" stroke="%s" stroke-width="%s" stroke-dasharray="%s" stroke-linejoin="round"/>`+"\n",
+		strings.Join(orig, " "), b.th.Orig, num(origWidth), origDash)
 	if n == 1 {
-		b.dot(xv(0), yv(s.Requests[0].Orig), b.th.Orig)
-		b.dot(xv(0), yv(s.Requests[0].Sent), b.th.Sent)
+		b.dot(xv(0), yv(s.Requests[0].Sent), b.th.Sent, 4.5)
+		b.dot(xv(0), yv(s.Requests[0].Orig), b.th.Orig, 2.5)
 	}
 	for i, q := range s.Requests {
 		if q.Invalid != "" {
@@ -276,20 +359,20 @@ func (s *svg) line(x1, y1, x2, y2 float64, color string, width float64, dash str
 }
 
 // marker is a vertical line for an event of the given class.
-func (s *svg) marker(class string, x, y1, y2 float64, color, dash string) {
-	fmt.Fprintf(&s.sb, `<line class="%s" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="1.5" stroke-dasharray="%s"/>`+"\n", class, num(x), num(y1), num(x), num(y2), color, dash)
-}
-
-func (s *svg) polyline(class string, pts []string, color string, width float64) {
-	fmt.Fprintf(&s.sb, `<polyline class="%s" points="%s" fill="none" stroke="%s" stroke-width="%s" stroke-linejoin="round"/>`+"\n", class, strings.Join(pts, " "), color, num(width))
+func (s *svg) marker(class string, x, y1, y2 float64, color string, width float64, dash string) {
+	d := ""
+	if dash != "" {
+		d = ` stroke-dasharray="` + dash + `"`
+	}
+	fmt.Fprintf(&s.sb, `<line class="%s" x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="%s"%s/>`+"\n", class, num(x), num(y1), num(x), num(y2), color, num(width), d)
 }
 
 func (s *svg) polygon(pts []string, fill string, opacity float64) {
 	fmt.Fprintf(&s.sb, `<polygon class="saved" points="%s" fill="%s" fill-opacity="%s" stroke="none"/>`+"\n", strings.Join(pts, " "), fill, num(opacity))
 }
 
-func (s *svg) dot(x, y float64, color string) {
-	fmt.Fprintf(&s.sb, `<circle cx="%s" cy="%s" r="3.5" fill="%s"/>`+"\n", num(x), num(y), color)
+func (s *svg) dot(x, y float64, color string, r float64) {
+	fmt.Fprintf(&s.sb, `<circle cx="%s" cy="%s" r="%s" fill="%s"/>`+"\n", num(x), num(y), num(r), color)
 }
 
 func (s *svg) text(x, y, size int, weight, color, anchor, t string) {
