@@ -30,6 +30,8 @@ import (
 // (Handler) serves instead of forwarding:
 //
 //	GET /ctxguard/v1/blobs/{id}   removed content, as text
+//	GET /ctxguard/v1/blobs/{id}/{sig}  the same, by a signed link (auth_token)
+//	GET, POST /ctxguard/signin    the dashboard's sign-in (auth_token)
 //	GET /ctxguard/v1/stats        counters, as JSON
 //	GET /ctxguard/v1/sessions     per-session statistics, as JSON
 //	/ctxguard/                    the dashboard (dashboard.enabled)
@@ -81,6 +83,9 @@ func (g *Guard) local() http.Handler {
 		io.WriteString(w, "ready\n")
 	})
 	handle("GET /ctxguard/v1/blobs/{id}", g.serveBlob)
+	handle("GET /ctxguard/v1/blobs/{id}/{sig}", g.serveSignedBlob)
+	handle("GET "+signInPath, g.serveSignInPage)
+	handle("POST "+signInPath, g.signIn)
 	handle("GET /ctxguard/v1/stats", g.serveStats)
 	g.mountObservers(handle)
 	handle("GET /ctxguard/v1/sessions", func(w http.ResponseWriter, r *http.Request) error {
@@ -158,6 +163,11 @@ func (g *Guard) serveBlob(w http.ResponseWriter, r *http.Request) error {
 	if !store.ValidID(id) {
 		return protocol.Errorf(http.StatusBadRequest, protocol.InvalidRequest, nil, "ctxguard: invalid blob id")
 	}
+	return g.writeBlob(w, r, id)
+}
+
+// writeBlob answers with blob id, as text.
+func (g *Guard) writeBlob(w http.ResponseWriter, r *http.Request, id string) error {
 	rc, err := g.store.OpenBlob(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "ctxguard: no such blob (it may have expired)")
