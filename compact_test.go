@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -505,10 +506,11 @@ func TestRecoverLearnsAndCompacts(t *testing.T) {
 		t.Fatal("compacted before any overflow")
 	}
 	// The API counted twice what ctxguard estimated, over a limit of 1.5×.
-	body, release, ok := out.Recover(context.Background(), protocol.Overflow{Tokens: 2 * sent, Limit: 3 * sent / 2})
-	if !ok {
-		t.Fatal("Recover found nothing to do")
+	retry, err := out.Recover(context.Background(), protocol.Overflow{Tokens: 2 * sent, Limit: 3 * sent / 2})
+	if err != nil {
+		t.Fatalf("Recover found nothing to do: %v", err)
 	}
+	body := retry.Body
 	if summaryOf(body) != "extractive" {
 		t.Fatalf("retry carries summary %q, want the extractive one (no waiting)", summaryOf(body))
 	}
@@ -518,12 +520,17 @@ func TestRecoverLearnsAndCompacts(t *testing.T) {
 	if err := validRewrite(anthropic.Protocol, cfg, bodies[k], body); err != nil {
 		t.Fatal(err)
 	}
-	if release != nil {
-		release()
+	if out.Record.TokensAfter != sent {
+		t.Errorf("before the retry is sent, the record has %d tokens sent, want the first body's %d", out.Record.TokensAfter, sent)
 	}
+	retry.Sent()
 	if out.Record.TokensAfter != tokens.Estimate(body) {
 		t.Errorf("the record has %d tokens sent, want the retry's %d", out.Record.TokensAfter, tokens.Estimate(body))
 	}
+	if h := out.RespHeader.Get("X-Ctxguard-Tokens-After"); h != strconv.Itoa(tokens.Estimate(body)) {
+		t.Errorf("X-Ctxguard-Tokens-After %s, want the retry's %d", h, tokens.Estimate(body))
+	}
+	retry.Release()
 	// The next request, on this Guard and on a restarted one, is
 	// compacted as the retry was.
 	next := g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(1), bodies[k+1])
@@ -590,6 +597,10 @@ func TestRecoverThroughProxy(t *testing.T) {
 	defer mu.Unlock()
 	if len(sizes) != 2 || sizes[0] <= limit || sizes[1] > limit {
 		t.Fatalf("the upstream got %v tokens (limit %d): want one refused request and one retry that fits", sizes, limit)
+	}
+	// The headers describe the retry, the body that got the answer.
+	if h := res.Header.Get("X-Ctxguard-Tokens-After"); h != strconv.Itoa(sizes[1]) {
+		t.Errorf("X-Ctxguard-Tokens-After %s, want the retry's %d (the first attempt had %d)", h, sizes[1], sizes[0])
 	}
 }
 

@@ -83,9 +83,10 @@ type Guard struct {
 	limits   learnedLimits
 	recent   *recent
 
-	localOnce sync.Once
-	localMux  http.Handler                        // the local endpoints (Local)
-	dash      atomic.Pointer[dashboard.Dashboard] // the dashboard, once Local mounted it
+	localOnce   sync.Once
+	localMux    http.Handler                        // the local endpoints (Local)
+	localRoutes []string                            // the patterns it serves
+	dash        atomic.Pointer[dashboard.Dashboard] // the dashboard, once Local mounted it
 }
 
 // outBufs holds buffers for rewritten bodies.
@@ -119,15 +120,18 @@ const calibrationKey = "calibration"
 // exchange's record (record.Outcome). It observes the records
 // (Guard.Records) and is counted nowhere else. Safe for concurrent use.
 type Stats struct {
-	Requests    atomic.Int64 // exchanges recorded: rewritable requests
-	Rewritten   atomic.Int64 // outcome rewritten: the body sent differed
-	Unchanged   atomic.Int64 // outcome unchanged (dry runs included)
-	Bypassed    atomic.Int64 // outcome bypassed: not rewritten by design (bypass header, bad JSON, other shapes, buffers full)
-	Failed      atomic.Int64 // outcome failed_open: a pass failed, the original went
-	Recovered   atomic.Int64 // outcome recovered: retried compacted after the upstream found it too long
-	Refused     atomic.Int64 // outcome refused: ctxguard answered with its own error
-	Events      atomic.Int64 // edit events
-	Compactions atomic.Int64 // requests that carried a compaction for the first time
+	Requests  atomic.Int64 // exchanges recorded: rewritable requests
+	Rewritten atomic.Int64 // outcome rewritten: the body sent differed
+	Unchanged atomic.Int64 // outcome unchanged (dry runs included)
+	Bypassed  atomic.Int64 // outcome bypassed: not rewritten by design (bypass header, bad JSON, other shapes, buffers full)
+	Failed    atomic.Int64 // outcome failed_open: a pass failed, the original went
+	Recovered atomic.Int64 // outcome recovered: retried compacted after the upstream found it too long, successfully
+	// RecoveryFailed counts outcome recovery_failed: the upstream found
+	// it too long, and the compacted retry failed too (or there was none).
+	RecoveryFailed atomic.Int64
+	Refused        atomic.Int64 // outcome refused: ctxguard answered with its own error
+	Events         atomic.Int64 // edit events
+	Compactions    atomic.Int64 // requests that carried a compaction for the first time
 	// Observed counts the usages the calibration took; the calibration
 	// observer counts it.
 	Observed atomic.Int64
@@ -147,6 +151,8 @@ func (s *Stats) Observe(x *record.Exchange) {
 		s.Failed.Add(1)
 	case record.Recovered:
 		s.Recovered.Add(1)
+	case record.RecoveryFailed:
+		s.RecoveryFailed.Add(1)
 	case record.Refused:
 		s.Refused.Add(1)
 	}
@@ -780,8 +786,33 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	res := g.rewrite(ctx, s, proto, req.Header, body, outBufs.get, false)
 	rec := g.newRecord(proto, req.Header, &res)
 	hdr := http.Header{}
-	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(res.TokensBefore))
-	hdr.Set("X-Ctxguard-Tokens-After", strconv.Itoa(res.TokensAfter))
+	g.describe(hdr, &res, rec)
+	if res.Skipped != "" {
+		hdr.Set("X-Ctxguard-Skipped", res.Skipped)
+	}
+	if res.Err != nil {
+		hdr.Set("X-Ctxguard-Error-Id", res.ID)
+	}
+	out := proxy.Outcome{Body: res.Body, AddHeader: res.Headers, RespHeader: hdr, Record: rec}
+	if res.Changed {
+		// The rewritten body is pooled memory: it goes back to the pool
+		// when the proxy is done with it.
+		out.Release = func() { outBufs.put(res.Body) }
+	}
+	if s.compact != nil && (res.Skipped == "" || res.Skipped == record.SkipDryRun) && res.Err == nil {
+		out.Recover = g.recoverer(s, proto, req.Header.Clone(), body, res, rec, hdr)
+	}
+	return out
+}
+
+// describe sets the response headers that describe the body sent
+// upstream, from its rewrite res and its record rec: the token estimates
+// (in a dry run, of what would have been sent), the API's tokens through
+// the calibration, the passes that changed it and whether it was an edit
+// event.
+func (g *Guard) describe(hdr http.Header, res *Result, rec *record.Exchange) {
+	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(rec.TokensBefore))
+	hdr.Set("X-Ctxguard-Tokens-After", strconv.Itoa(rec.TokensAfter))
 	if rec.DryRun() {
 		// What would have been sent: the body went as it came.
 		hdr.Set("X-Ctxguard-Dry-Run", "1")
@@ -792,17 +823,11 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 	if applied := rec.Applied(); res.Changed || (rec.DryRun() && len(applied) > 0) {
 		hdr.Set("X-Ctxguard-Passes", strings.Join(applied, ","))
 	}
-	if res.Event {
-		hdr.Set("X-Ctxguard-Edit-Event", "1")
-	} else {
-		hdr.Set("X-Ctxguard-Edit-Event", "0")
+	event := "0"
+	if rec.Event {
+		event = "1"
 	}
-	if res.Skipped != "" {
-		hdr.Set("X-Ctxguard-Skipped", res.Skipped)
-	}
-	if res.Err != nil {
-		hdr.Set("X-Ctxguard-Error-Id", res.ID)
-	}
+	hdr.Set("X-Ctxguard-Edit-Event", event)
 	switch {
 	case res.Skipped == "":
 		hdr.Set("X-Ctxguard-Tokens-Calibrated", strconv.Itoa(rec.CalibratedAfter))
@@ -813,16 +838,6 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 		}
 		hdr.Set("X-Ctxguard-Tokens-Calibrated", strconv.Itoa(would))
 	}
-	out := proxy.Outcome{Body: res.Body, AddHeader: res.Headers, RespHeader: hdr, Record: rec}
-	if res.Changed {
-		// The rewritten body is pooled memory: it goes back to the pool
-		// when the proxy is done with it.
-		out.Release = func() { outBufs.put(res.Body) }
-	}
-	if s.compact != nil && (res.Skipped == "" || res.Skipped == record.SkipDryRun) && res.Err == nil {
-		out.Recover = g.recoverer(s, proto, req.Header.Clone(), body, res, rec)
-	}
-	return out
 }
 
 // Handler returns the reverse proxy: every request goes to the upstream

@@ -392,7 +392,7 @@ func TestLocalAccess(t *testing.T) {
 			r.RemoteAddr = tc.remote
 			r.Host = tc.host
 			w := httptest.NewRecorder()
-			g.local().ServeHTTP(w, r)
+			g.Local().ServeHTTP(w, r)
 			if w.Code != tc.status {
 				t.Errorf("status %d, want %d: %s", w.Code, tc.status, w.Body)
 			}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+
+	"github.com/anthropics/anthropic-sdk-go"
 )
 
 // tempDir makes a scratch folder for an example's store.
@@ -20,4 +22,18 @@ func tempDir() (string, func()) {
 func holdsWholeLog(body []byte) bool {
 	q, _ := json.Marshal(bigLog)
 	return bytes.Contains(body, q[1:len(q)-1])
+}
+
+// buildParams is a request whose tool result is bigLog: the answer to
+// "Build the project." after a call of Bash with make.
+func buildParams() anthropic.MessageNewParams {
+	return anthropic.MessageNewParams{
+		Model:     "claude-sonnet-4-5",
+		MaxTokens: 1024,
+		Messages: []anthropic.MessageParam{
+			anthropic.NewUserMessage(anthropic.NewTextBlock("Build the project.")),
+			anthropic.NewAssistantMessage(anthropic.NewToolUseBlock("toolu_1", map[string]string{"command": "make"}, "Bash")),
+			anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_1", bigLog, false)),
+		},
+	}
 }

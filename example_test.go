@@ -48,15 +48,7 @@ func ExampleGuard_Middleware() {
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 			return g.Middleware(r, next)
 		}))
-	msg, err := client.Messages.New(context.Background(), anthropicsdk.MessageNewParams{
-		Model:     "claude-sonnet-4-5",
-		MaxTokens: 1024,
-		Messages: []anthropicsdk.MessageParam{
-			anthropicsdk.NewUserMessage(anthropicsdk.NewTextBlock("Build the project.")),
-			anthropicsdk.NewAssistantMessage(anthropicsdk.NewToolUseBlock("toolu_1", map[string]string{"command": "make"}, "Bash")),
-			anthropicsdk.NewUserMessage(anthropicsdk.NewToolResultBlock("toolu_1", bigLog, false)),
-		},
-	})
+	msg, err := client.Messages.New(context.Background(), buildParams())
 	if err != nil {
 		panic(err)
 	}

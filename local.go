@@ -49,16 +49,27 @@ import (
 // whose Host names this machine (or a name in local.hosts), so that a web
 // page cannot read them through DNS rebinding. Handlers return errors;
 // protocol.Write renders them (in the Messages API's shape).
+//
+// Every answer, errors and redirects included, carries
+// X-Content-Type-Options: nosniff (set here, once, before any handler
+// runs) and the Content-Type of what it is; a browser never guesses.
 func (g *Guard) Local() http.Handler {
-	g.localOnce.Do(func() { g.localMux = g.local() })
+	g.localOnce.Do(func() { g.localMux, g.localRoutes = g.local() })
 	return g.localMux
 }
 
-func (g *Guard) local() http.Handler {
+// local builds the local endpoints' handler, and returns the patterns
+// it serves.
+func (g *Guard) local() (http.Handler, []string) {
 	mux := http.NewServeMux()
-	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
+	var routes []string
+	serve := func(pattern string, h func(http.ResponseWriter, *http.Request) error, access bool) {
+		routes = append(routes, pattern)
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			err := g.localAccess(r)
+			var err error
+			if access {
+				err = g.localAccess(r)
+			}
 			if err == nil {
 				err = h(w, r)
 			}
@@ -67,21 +78,19 @@ func (g *Guard) local() http.Handler {
 			}
 		})
 	}
+	handle := func(pattern string, h func(http.ResponseWriter, *http.Request) error) { serve(pattern, h, true) }
 	// The probes answer anyone: a load balancer's probe comes from
 	// elsewhere and carries no token, and they tell only up or down.
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	serve("GET /healthz", func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set(proxy.PidHeader, strconv.Itoa(os.Getpid()))
-		io.WriteString(w, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		return text(w, "ok\n")
+	}, false)
+	serve("GET /readyz", func(w http.ResponseWriter, r *http.Request) error {
 		if err := g.ready(r.Context()); err != nil {
-			protocol.Write(r.Context(), w, g.log, anthropic.Protocol, err)
-			return
+			return err
 		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ready\n")
-	})
+		return text(w, "ready\n")
+	}, false)
 	handle("GET /ctxguard/v1/blobs/{id}", g.serveBlob)
 	handle("GET /ctxguard/v1/blobs/{id}/{sig}", g.serveSignedBlob)
 	handle("GET "+signInPath, g.serveSignInPage)
@@ -89,13 +98,34 @@ func (g *Guard) local() http.Handler {
 	handle("GET /ctxguard/v1/stats", g.serveStats)
 	g.mountObservers(handle)
 	handle("GET /ctxguard/v1/sessions", func(w http.ResponseWriter, r *http.Request) error {
-		w.Header().Set("Content-Type", "application/json")
-		return json.NewEncoder(w).Encode(g.sessions.list())
+		return writeJSON(w, g.sessions.list())
 	})
 	handle("/", func(http.ResponseWriter, *http.Request) error {
 		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "no such ctxguard endpoint")
 	})
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		mux.ServeHTTP(w, r)
+	}), routes
+}
+
+// text answers s as plain text.
+func text(w http.ResponseWriter, s string) error {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, err := io.WriteString(w, s)
+	return err
+}
+
+// writeJSON answers v as JSON. An error encoding it is reported before
+// anything was written.
+func writeJSON(w http.ResponseWriter, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
 // storeTimeout bounds a store call that no request bounds (the readiness
@@ -172,12 +202,14 @@ func (g *Guard) writeBlob(w http.ResponseWriter, r *http.Request, id string) err
 	if errors.Is(err, store.ErrNotFound) {
 		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "ctxguard: no such blob (it may have expired)")
 	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return protocol.Errorf(http.StatusServiceUnavailable, protocol.Overloaded, err, "ctxguard: the store does not answer; try again later")
+	}
 	if err != nil {
 		return protocol.Errorf(http.StatusInternalServerError, protocol.Internal, err, "ctxguard: blob read failed")
 	}
 	defer rc.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
 	_, err = io.Copy(w, rc)
 	if err != nil {
 		g.log.Debug("blob write", "err", err)
@@ -187,11 +219,10 @@ func (g *Guard) writeBlob(w http.ResponseWriter, r *http.Request, id string) err
 
 func (g *Guard) serveStats(w http.ResponseWriter, r *http.Request) error {
 	s := &g.stats
-	w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(w).Encode(map[string]int64{
+	return writeJSON(w, map[string]int64{
 		"requests": s.Requests.Load(), "rewritten": s.Rewritten.Load(), "unchanged": s.Unchanged.Load(),
 		"bypassed": s.Bypassed.Load(), "failed_open": s.Failed.Load(), "recovered": s.Recovered.Load(),
-		"refused": s.Refused.Load(), "events": s.Events.Load(), "compactions": s.Compactions.Load(),
+		"recovery_failed": s.RecoveryFailed.Load(), "refused": s.Refused.Load(), "events": s.Events.Load(), "compactions": s.Compactions.Load(),
 		"usage_observed": s.Observed.Load(),
 	})
 }

@@ -11,8 +11,9 @@ import (
 )
 
 // logExchange is the log's observer of the exchange records: one line
-// per exchange ("exchange"), at info, or warn when a pass failed open or
-// ctxguard answered with its own error; with log.format json it is one
+// per exchange ("exchange"), at info, or warn when a pass failed open, an
+// overflow recovery failed (with its reason) or ctxguard answered with
+// its own error; with log.format json it is one
 // JSON object. The error_id is the one the client saw in its error body
 // (refused) or the one of the log line with the failure's detail
 // (failed_open). At debug level the line adds the pass decisions: every
@@ -20,7 +21,7 @@ import (
 func (g *Guard) logExchange(x *record.Exchange) {
 	ctx := context.Background()
 	level := slog.LevelInfo
-	if x.Outcome == record.FailedOpen || x.Outcome == record.Refused {
+	if x.Outcome == record.FailedOpen || x.Outcome == record.RecoveryFailed || x.Outcome == record.Refused {
 		level = slog.LevelWarn
 	}
 	if !g.log.Enabled(ctx, level) {
@@ -43,6 +44,7 @@ func (g *Guard) logExchange(x *record.Exchange) {
 	str("skipped", x.Skipped)
 	str("error_id", x.ErrorID)
 	str("error", x.Error)
+	str("reason", x.Reason)
 	attrs = append(attrs, slog.Int("status", x.Status),
 		slog.Int("tokens_before", x.TokensBefore), slog.Int("tokens_after", x.TokensAfter),
 		slog.Int("calibrated_before", x.CalibratedBefore), slog.Int("calibrated_after", x.CalibratedAfter))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/protocol"
+	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/record"
 	"github.com/ctxguard/ctxguard/store"
 )
@@ -23,12 +25,14 @@ import (
 // proxy retries once with that body.
 
 // recoverer returns the Recover function for a request whose first
-// rewrite was res, recorded in rec (which then takes the retry's
-// figures). body is the client's body: the proxy keeps it until the
-// exchange ends, which is after Recover returns.
-func (g *Guard) recoverer(s *setup, proto protocol.Protocol, h http.Header, body []byte, res Result, rec *record.Exchange) func(context.Context, protocol.Overflow) ([]byte, func(), bool) {
+// rewrite was res, recorded in rec and described to the client by hdr.
+// Once the retry's answer arrives (proxy.Retry.Sent), both take the
+// retry's figures: they describe the body whose answer the client gets.
+// body is the client's body: the proxy keeps it until the exchange ends,
+// which is after Recover returns.
+func (g *Guard) recoverer(s *setup, proto protocol.Protocol, h http.Header, body []byte, res Result, rec *record.Exchange, hdr http.Header) func(context.Context, protocol.Overflow) (proxy.Retry, error) {
 	info, sent := res.Model, res.TokensAfter
-	return func(ctx context.Context, o protocol.Overflow) ([]byte, func(), bool) {
+	return func(ctx context.Context, o protocol.Overflow) (proxy.Retry, error) {
 		g.limits.learn(ctx, g, info, o, sent)
 		r := g.rewrite(ctx, s, proto, h, body, outBufs.get, true)
 		if r.Err != nil || !r.Changed || r.TokensAfter >= sent {
@@ -37,20 +41,26 @@ func (g *Guard) recoverer(s *setup, proto protocol.Protocol, h http.Header, body
 			}
 			g.log.Warn("the upstream found a request too long, and compacting it harder does not make it smaller; forwarding its error",
 				"session", r.Session, "model", info.ID, "tokens", o.Tokens, "limit", o.Limit, "sent_estimate", sent)
-			return nil, nil, false
-		}
-		rec.TokensAfter, rec.TokensAdded, rec.Passes, rec.Notes, rec.Stubs = r.TokensAfter, r.TokensAdded, r.Passes, r.Notes, r.Stubs
-		g.calibrate(rec)
-		rec.Event = rec.Event || r.Event
-		if rec.Bodies != nil {
-			rec.Bodies.After = bytes.Clone(r.Body)
-		}
-		if r.Compaction != "" {
-			rec.Compaction = r.Compaction
+			if r.Err != nil {
+				return proxy.Retry{}, fmt.Errorf("compacting it again failed (error ID %s)", r.ID)
+			}
+			return proxy.Retry{}, fmt.Errorf("compacting it harder leaves %d estimated tokens, no fewer than the %d sent", r.TokensAfter, sent)
 		}
 		g.log.Info("the upstream found a request too long; retrying it compacted", "session", r.Session, "model", info.ID,
 			"tokens", o.Tokens, "limit", o.Limit, "sent_estimate", sent, "retry_estimate", r.TokensAfter)
-		return r.Body, func() { outBufs.put(r.Body) }, true
+		return proxy.Retry{Body: r.Body, Release: func() { outBufs.put(r.Body) }, Sent: func() {
+			rec.TokensAfter, rec.TokensAdded, rec.Passes, rec.Notes, rec.Stubs = r.TokensAfter, r.TokensAdded, r.Passes, r.Notes, r.Stubs
+			g.calibrate(rec)
+			rec.Event = rec.Event || r.Event
+			if rec.Bodies != nil {
+				rec.Bodies.After = bytes.Clone(r.Body)
+			}
+			if r.Compaction != "" {
+				rec.Compaction = r.Compaction
+			}
+			rec.Outcome = record.Rewritten
+			g.describe(hdr, &r, rec)
+		}}, nil
 	}
 }
 

@@ -61,7 +61,7 @@ func (s *sessions) record(x *record.Exchange) {
 	switch x.Outcome {
 	case record.Rewritten, record.Recovered:
 		st.Rewritten++
-	case record.FailedOpen:
+	case record.FailedOpen, record.RecoveryFailed:
 		st.Failed++
 	}
 	if x.Event {

@@ -13,8 +13,10 @@ import (
 // openShared opens the Redis store cfg.Store names, with the password
 // from the environment (config.RedisPasswordEnv). A server that does not
 // answer at start is an error naming the URL without credentials: ctxguard
-// does not start on a store it cannot reach (/readyz reports later
-// outages).
+// does not start on a store it cannot reach. Later outages: the store is
+// wrapped in a store.Breaker, so that once it is known to be down (a call
+// timed out, or /readyz found it down) requests fail open at once instead
+// of waiting for it, until a probe finds it back.
 func (g *Guard) openShared() (store.Store, error) {
 	cfg := g.cfg
 	pw := os.Getenv(config.RedisPasswordEnv)
@@ -37,5 +39,12 @@ func (g *Guard) openShared() (store.Store, error) {
 		g.log.Warn("the store is shared but public_url is empty: stubs name this instance's own address, so instances sharing the store send different bytes for the same content; set public_url to the address clients reach every instance at",
 			"store", s.String())
 	}
-	return s, nil
+	name := s.String()
+	return store.NewBreaker(s, store.BreakerOptions{Now: g.now, OnChange: func(err error) {
+		if err != nil {
+			g.log.Warn("the store does not answer: requests fail open without waiting for it until it answers again", "store", name, "err", err)
+			return
+		}
+		g.log.Info("the store answers again", "store", name)
+	}}), nil
 }

@@ -10,12 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -385,8 +388,8 @@ func decode(cfg *Config, b []byte, name string) error {
 			msgs := make([]string, len(te.Errors))
 			for i, e := range te.Errors {
 				if m := unknownField.FindStringSubmatch(e); m != nil {
-					section := strings.TrimPrefix(strings.TrimPrefix(m[3], "config."), "*")
-					e = fmt.Sprintf("line %s: unknown key %q (in %s)", m[1], m[2], section)
+					line, _ := strconv.Atoi(m[1])
+					e = unknownKey(b, line, m[2])
 				}
 				msgs[i] = name + ": " + e
 			}
@@ -398,7 +401,7 @@ func decode(cfg *Config, b []byte, name string) error {
 	if dec.Decode(&extra) == nil {
 		return fmt.Errorf("%s: more than one YAML document", name)
 	}
-	return nil
+	return typoThresholds(b, name)
 }
 
 // ApplyEnv applies CTXGUARD_LISTEN, CTXGUARD_UPSTREAM, CTXGUARD_DATA_DIR
@@ -522,17 +525,32 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("public_url: %q must be an http(s) URL without credentials, query, fragment or trailing slash", RedactURL(c.PublicURL)))
 		}
 	}
-	for name, u := range map[string]string{"upstreams.anthropic": c.Upstreams.Anthropic, "upstreams.openai": c.Upstreams.OpenAI} {
-		if !httpURL(u) {
-			errs = append(errs, fmt.Errorf("%s: %q is not an http(s) URL", name, RedactURL(u)))
+	upstreams := []struct{ key, url string }{{"upstreams.anthropic", c.Upstreams.Anthropic}, {"upstreams.openai", c.Upstreams.OpenAI}}
+	if c.Upstreams.Anthropic == c.Upstreams.OpenAI {
+		// One URL for both (--upstream, CTXGUARD_UPSTREAM): one error.
+		upstreams = []struct{ key, url string }{{"upstreams.anthropic and upstreams.openai", c.Upstreams.Anthropic}}
+	}
+	for _, up := range upstreams {
+		if !httpURL(up.url) {
+			errs = append(errs, fmt.Errorf("%s: %q is not an http(s) URL", up.key, RedactURL(up.url)))
+		} else if err := checkBaseURL(up.key, up.url); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	for name, u := range c.Routes {
+	for _, name := range slices.Sorted(maps.Keys(c.Routes)) {
+		u := c.Routes[name]
 		if !routeName.MatchString(name) {
 			errs = append(errs, fmt.Errorf("routes: %q: a name is letters, digits, '-', '_' and '.'", name))
 		}
 		if !httpURL(u) {
 			errs = append(errs, fmt.Errorf("routes.%s: %q is not an http(s) URL", name, RedactURL(u)))
+		} else if err := checkBaseURL("routes."+name, u); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s := c.Compact.Summarizer; s.Mode == "endpoint" && httpURL(s.Endpoint) {
+		if err := checkBaseURL("compact.summarizer.endpoint", s.Endpoint); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.MaxBody <= 0 {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/pass/compact"
 )
 
 func TestDefaultsValid(t *testing.T) {
@@ -37,8 +39,34 @@ func TestDecode(t *testing.T) {
 			}
 			return ""
 		}},
-		{name: "unknown top-level key", yaml: "listen: x\nlisen: y\n", wantErr: `cfg.yaml: line 2: unknown key "lisen" (in Config)`},
-		{name: "unknown nested key", yaml: "clear:\n  enabled: true\n  trigerr: 5\n", wantErr: `line 3: unknown key "trigerr" (in clear.Config)`},
+		{name: "unknown top-level key", yaml: "listen: x\nlisen: y\n", wantErr: `cfg.yaml: line 2: unknown key "lisen" (did you mean "listen"?)`},
+		{name: "unknown nested key", yaml: "clear:\n  enabled: true\n  trigerr: 5\n", wantErr: `cfg.yaml: line 3: unknown key "trigerr" in clear (did you mean "trigger"?)`},
+		{name: "unknown key, deeper", yaml: "compact:\n  summarizer:\n    modle: none\n", wantErr: `line 3: unknown key "modle" in compact.summarizer (did you mean "mode"?)`},
+		{name: "unknown key in a map's value", yaml: "models:\n  overrides:\n    my-model: {window: 1000, max_ouput: 10}\n", wantErr: `line 3: unknown key "max_ouput" in models.overrides.my-model (did you mean "max_output"?)`},
+		{name: "key in the wrong section", yaml: "prepare: 60%\n", wantErr: `line 1: unknown key "prepare" (prepare is a key of compact: indent it under that section)`},
+		{name: "unknown key, nothing near", yaml: "clear:\n  colour: blue\n", wantErr: `line 2: unknown key "colour" in clear`},
+		{name: "two unknown keys", yaml: "lisen: x\nlog: {levl: info}\n", wantErr: "cfg.yaml: line 1: unknown key \"lisen\" (did you mean \"listen\"?)\ncfg.yaml: line 2: unknown key \"levl\" in log (did you mean \"level\"?)"},
+		{name: "threshold typo", yaml: "compact:\n  prepare: 60\n", wantErr: `cfg.yaml: line 2: compact.prepare: 60 would be 60 tokens, too few to be meant; write 60% for 60 percent (the default is 60%), or a token count of at least 1000`},
+		{name: "threshold typo, quoted", yaml: "compact:\n  swap: \"75\"\n", wantErr: `line 2: compact.swap: 75 would be 75 tokens`},
+		{name: "threshold typo over 100", yaml: "compact:\n  swap: 750\n", wantErr: `compact.swap: 750 would be 750 tokens, too few to be meant; a share of the window is written with % (the default is 75%), or a token count of at least 1000`},
+		{name: "threshold as tokens", yaml: "compact:\n  prepare: 1000\n  swap: 100k\n", check: func(c Config) string {
+			if c.Compact.Prepare != model.Tokens(1000) || c.Compact.Swap != model.Tokens(100_000) {
+				return fmt.Sprintf("prepare %v swap %v", c.Compact.Prepare, c.Compact.Swap)
+			}
+			return ""
+		}},
+		{name: "threshold as a share", yaml: "compact:\n  prepare: 50%\n  swap: 0.7\n", check: func(c Config) string {
+			if c.Compact.Prepare != model.Fraction(0.5) || c.Compact.Swap != model.Fraction(0.7) {
+				return fmt.Sprintf("prepare %v swap %v", c.Compact.Prepare, c.Compact.Swap)
+			}
+			return ""
+		}},
+		{name: "small token count where the default is tokens", yaml: "clear:\n  trigger: 500\n", check: func(c Config) string {
+			if c.Clear.Trigger != model.Tokens(500) {
+				return fmt.Sprintf("trigger %v", c.Clear.Trigger)
+			}
+			return ""
+		}},
 		{name: "bad type", yaml: "max_body: lots\n", wantErr: "cfg.yaml"},
 		{name: "two documents", yaml: "listen: a:1\n---\nlisten: b:2\n", wantErr: "more than one YAML document"},
 		{name: "bad amount", yaml: "clear:\n  trigger: 150%\n", wantErr: "cfg.yaml"},
@@ -74,6 +102,15 @@ func TestValidate(t *testing.T) {
 			t.Errorf("store %q: %v", u, err)
 		}
 	}
+	// Base URLs with a path of their own, none ending in what clients add.
+	for _, u := range []string{"https://openrouter.ai/api", "http://gw.example/v1beta", "http://gw.example/v10", "http://gw.example/v1/proxy", "http://gw.example/"} {
+		good := Defaults()
+		good.Upstreams.Anthropic = u
+		good.Routes = map[string]string{"r": u}
+		if err := good.Validate(); err != nil {
+			t.Errorf("base URL %q: %v", u, err)
+		}
+	}
 	for _, tc := range []struct {
 		mutate func(*Config)
 		want   string
@@ -99,6 +136,17 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Store = "/var/lib/ctxguard" }, "store:"},
 		{func(c *Config) { c.Store = "redis://cache/0?db=2" }, "store:"},
 		{func(c *Config) { c.Limits.StoreBlob = 0 }, "limits.store_blob"},
+		{func(c *Config) { c.Upstreams.Anthropic = "http://gw.example/v1" },
+			`upstreams.anthropic: "http://gw.example/v1" ends in /v1, which clients add themselves (a request for /v1/messages would reach http://gw.example/v1/v1/messages); write http://gw.example`},
+		{func(c *Config) {
+			c.Upstreams = Upstreams{Anthropic: "http://u:pw@gw.example/api/v1/", OpenAI: "http://u:pw@gw.example/api/v1/"}
+		},
+			`upstreams.anthropic and upstreams.openai: "http://u:xxxxx@gw.example/api/v1/" ends in /v1`},
+		{func(c *Config) { c.Upstreams.OpenAI = "https://api.openai.com/v1/responses" }, "upstreams.openai: \"https://api.openai.com/v1/responses\" ends in /v1/responses, which clients add themselves (a request for /v1/messages would reach https://api.openai.com/v1/responses/v1/messages); write https://api.openai.com"},
+		{func(c *Config) { c.Routes = map[string]string{"groq": "https://api.groq.com/openai/v1"} }, "routes.groq: \"https://api.groq.com/openai/v1\" ends in /v1, which clients add themselves (a request for /v1/messages would reach https://api.groq.com/openai/v1/v1/messages); write https://api.groq.com/openai"},
+		{func(c *Config) {
+			c.Compact.Summarizer = compact.SummarizerConfig{Mode: "endpoint", Endpoint: "https://api.anthropic.com/v1", Protocol: "anthropic", Model: "m", APIKeyEnv: "K", Timeout: time.Minute, Concurrency: 1}
+		}, "compact.summarizer.endpoint: \"https://api.anthropic.com/v1\" ends in /v1"},
 	} {
 		c := Defaults()
 		tc.mutate(&c)
@@ -350,4 +398,27 @@ func TestKeepRestartOnly(t *testing.T) {
 	if len(RestartOnly()) != len(restartOnly) || RestartOnly()[0] != "listen" {
 		t.Errorf("RestartOnly() = %q", RestartOnly())
 	}
+}
+
+// FuzzDecode: any document decodes or is refused with an error, never a
+// panic, the hints on unknown keys and typo thresholds included; what
+// decodes can be validated and printed.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		"", "listen: x\nlisen: y\n", "clear:\n  trigerr: 5\n", "compact:\n  prepare: 60\n  swap: \"75\"\n",
+		"models:\n  overrides:\n    m: {window: 1000, max_ouput: 10}\n", "prepare: 60%\n", "- a\n- b: {c: d}\n",
+		"a: &x {b: 1}\nc: *x\n", "compact: [1, {prepare: 5}]\n", "upstreams: {anthropic: http://h/v1}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c := Defaults()
+		if err := Decode(&c, b, "fuzz.yaml"); err != nil {
+			return
+		}
+		_ = c.Validate()
+		if _, err := c.YAML(); err != nil {
+			t.Fatalf("decoded but does not print: %v", err)
+		}
+	})
 }

@@ -293,14 +293,16 @@ type RequestDetail struct {
 	ModelID  string `json:"model_id,omitempty"`
 	Window   int    `json:"window,omitempty"`
 	// MaxOutput is the model's output limit the rewrite used.
-	MaxOutput  int            `json:"max_output,omitempty"`
-	Outcome    record.Outcome `json:"outcome"`
-	Skipped    string         `json:"skipped,omitempty"`
-	ErrorID    string         `json:"error_id,omitempty"`
-	Passes     []record.Pass  `json:"passes"`
-	Notes      []string       `json:"notes"`
-	Event      bool           `json:"event"`
-	Compaction string         `json:"compaction,omitempty"`
+	MaxOutput int            `json:"max_output,omitempty"`
+	Outcome   record.Outcome `json:"outcome"`
+	Skipped   string         `json:"skipped,omitempty"`
+	ErrorID   string         `json:"error_id,omitempty"`
+	// Reason says why an overflow recovery failed (record.Exchange.Reason).
+	Reason     string        `json:"reason,omitempty"`
+	Passes     []record.Pass `json:"passes"`
+	Notes      []string      `json:"notes"`
+	Event      bool          `json:"event"`
+	Compaction string        `json:"compaction,omitempty"`
 	// Summary is the compaction's summary text; SummaryError says why it
 	// could not be read.
 	Summary      string     `json:"summary,omitempty"`
@@ -382,7 +384,7 @@ func (d *Dashboard) Request(seq uint64) (*RequestDetail, error) {
 	}
 	v := &RequestDetail{Seq: x.Seq, Start: x.Start, N: n, Protocol: x.Protocol, Route: x.Route, Path: x.Path,
 		Client: x.Client, Model: x.Model, ModelID: x.ModelID, Window: x.Window, MaxOutput: x.MaxOutput,
-		Outcome: x.Outcome, Skipped: x.Skipped, ErrorID: x.ErrorID,
+		Outcome: x.Outcome, Skipped: x.Skipped, ErrorID: x.ErrorID, Reason: x.Reason,
 		Passes: nonNil(x.Passes), Notes: nonNil(x.Notes), Event: x.Event, Compaction: x.Compaction, Stubs: []StubView{},
 		Before: x.TokensBefore, After: x.TokensAfter, Added: p.Added, Saved: p.Saved,
 		DryRun: p.DryRun, WouldSend: p.WouldSend, WouldSave: p.WouldSave,

@@ -50,7 +50,7 @@ var (
 	// counts as "other".
 	statusClasses = [...]string{"2xx", "3xx", "4xx", "5xx", "none"}
 	// failureKinds: the outcomes that are failures.
-	failureKinds = [...]record.Outcome{record.FailedOpen, record.Refused}
+	failureKinds = [...]record.Outcome{record.FailedOpen, record.RecoveryFailed, record.Refused}
 	// usageKinds: the token kinds of protocol.Usage.
 	usageKinds = [...]string{"input", "cache_read", "cache_write", "output"}
 	// Dependencies: the dependencies whose circuit breakers are shown
@@ -146,7 +146,7 @@ func New() *Metrics {
 		promptTokens: counter("prompt_tokens_total",
 			"Estimated prompt tokens, as the client sent them (stage=before) and as ctxguard sent them upstream (stage=after).", "protocol", "family", "stage"),
 		failures: counter("failures_total",
-			"Requests that failed open (sent upstream untouched after a pass failed) or that ctxguard refused with an error answer.", "protocol", "kind"),
+			"Requests that failed open (sent upstream untouched after a pass failed), whose overflow recovery failed, or that ctxguard refused with an error answer.", "protocol", "kind"),
 		requestBytes: counter("request_bytes_total",
 			"Request body bytes received from clients (decoded) and sent upstream.", "protocol", "direction"),
 		responseBytes: counter("response_bytes_total",

@@ -82,8 +82,9 @@ func AsError(err error) *Error {
 // Write is the one place where ctxguard renders its own errors to a
 // client. It converts err with AsError, assigns an ID when the error has
 // none, logs the ID, status and detail (never headers or bodies), and
-// writes the body p renders with the error's status. The client sees the
-// safe message and the ID, never the detail.
+// writes the body p renders with the error's status, as application/json
+// with X-Content-Type-Options: nosniff. The client sees the safe message
+// and the ID, never the detail.
 //
 // It must be called before anything of the response was written. When
 // the client has gone away (ctx done), it only logs, at debug level.
@@ -131,6 +132,7 @@ func Write(ctx context.Context, w http.ResponseWriter, log *slog.Logger, p Proto
 		h[k] = vs
 	}
 	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("X-Ctxguard-Error-Id", e.ID)
 	w.WriteHeader(status)

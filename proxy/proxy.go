@@ -101,9 +101,10 @@
 // Errors: ctxguard's own failures (body over the limit, too slow or too
 // big for the buffers, a wrong token, upstream unreachable or timing
 // out) are answered in the error shape of the request's protocol through
-// protocol.Write, with an error ID that also appears in the log line
-// carrying the detail. Upstream answers, errors included, are never
-// altered. The API key is never logged.
+// protocol.Write (application/json, X-Content-Type-Options: nosniff),
+// with an error ID that also appears in the log line carrying the
+// detail. Upstream answers, errors included, are never altered. The API
+// key is never logged.
 //
 // A Proxy is safe for concurrent use.
 package proxy
@@ -188,12 +189,13 @@ type Outcome struct {
 	Record *record.Exchange
 	// Recover, if set, is called when the upstream answers with a
 	// context-overflow error (protocol.OverflowReader) before any byte of
-	// the answer reached the client. It returns the body of one retry,
-	// compacted harder, and a func to call once nothing reads it (may be
-	// nil); ok false means it has none, and the error is forwarded. The
-	// proxy calls it at most once per request and never retries a
-	// request whose answer has started to reach the client.
-	Recover func(ctx context.Context, o protocol.Overflow) (body []byte, release func(), ok bool)
+	// the answer reached the client. It returns one retry, compacted
+	// harder, or an error saying why it has none: the upstream's error is
+	// then forwarded and the exchange recorded as a failed recovery
+	// (record.RecoveryFailed) with that reason. The proxy calls it at
+	// most once per request and never retries a request whose answer has
+	// started to reach the client.
+	Recover func(ctx context.Context, o protocol.Overflow) (Retry, error)
 }
 
 // Timeouts bound the proxy's waits on the client and on the upstream. A
@@ -513,7 +515,8 @@ type exchange struct {
 	read        time.Duration // from start until the body was read
 	rewrite     time.Duration // decoding and rewriting
 	firstByte   time.Duration // from start until the upstream's answer headers
-	recovered   bool          // retried compacted after an overflow
+	recovered   bool          // retried compacted after an overflow, successfully
+	recovery    string        // why an overflow recovery failed, or ""
 	skipped     string        // why the Rewriter did not see the body, or ""
 	usage       *protocol.Usage
 	outcome     Outcome
@@ -721,8 +724,11 @@ func (p *Proxy) publish(r *http.Request, x *exchange, err error) {
 	rec.Read, rec.Rewrite, rec.FirstByte, rec.Total = x.read, x.rewrite, x.firstByte, time.Since(x.start)
 	rec.Status, rec.Usage = x.status, x.usage
 	rec.BytesIn, rec.BytesOut, rec.BytesResp = x.inBytes, x.outBytes, x.respBytes
-	if x.recovered {
+	switch {
+	case x.recovered:
 		rec.Outcome = record.Recovered
+	case x.recovery != "":
+		rec.Outcome, rec.Reason = record.RecoveryFailed, x.recovery
 	}
 	if err != nil {
 		rec.Error = err.Error()
@@ -779,9 +785,8 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseC
 	}
 	if oc.Recover != nil && (res.StatusCode == http.StatusBadRequest || res.StatusCode == http.StatusRequestEntityTooLarge) {
 		if or, ok := x.proto.(protocol.OverflowReader); ok {
-			res = p.recoverOverflow(ctx, r, out, res, &oc, x, or, cancel)
-			if x.recovered {
-				x.firstByte = time.Since(x.start)
+			if retried := p.recoverOverflow(ctx, r, out, res, &oc, x, or, cancel); retried != res {
+				res, x.firstByte = retried, time.Since(x.start)
 			}
 		}
 	}

@@ -38,9 +38,16 @@ const (
 	// FailedOpen: a pass failed and the client's body went upstream
 	// untouched; ErrorID names the log line with the failure.
 	FailedOpen Outcome = "failed_open"
-	// Recovered: the upstream refused the request as too long and
-	// ctxguard retried it compacted (the figures are the retry's).
+	// Recovered: the upstream refused the request as too long,
+	// ctxguard retried it compacted, and the retry succeeded (a 2xx
+	// answer; the figures are the retry's).
 	Recovered Outcome = "recovered"
+	// RecoveryFailed: the upstream refused the request as too long, and
+	// ctxguard's recovery did not get it through: the compacted retry
+	// was refused too (the figures are the retry's, the client got the
+	// retry's answer), could not be sent, or there was nothing smaller
+	// to send (the client got the first answer). Reason says which.
+	RecoveryFailed Outcome = "recovery_failed"
 	// Refused: ctxguard answered the request itself with an error (a
 	// body over the limit, too slow, an upstream unreachable or timing
 	// out, a wrong token); ErrorID is the ID the client saw.
@@ -48,7 +55,7 @@ const (
 )
 
 // Outcomes lists every Outcome, for labels and tables.
-var Outcomes = []Outcome{Rewritten, Unchanged, Bypassed, FailedOpen, Recovered, Refused}
+var Outcomes = []Outcome{Rewritten, Unchanged, Bypassed, FailedOpen, Recovered, RecoveryFailed, Refused}
 
 // Exchange is the record of one exchange. The JSON names are the log's
 // and the dashboard's.
@@ -84,6 +91,10 @@ type Exchange struct {
 	// Error is ctxguard's own error, for the log (never sent to a
 	// client).
 	Error string `json:"error,omitempty"`
+	// Reason says why a recovery failed (outcome recovery_failed): what
+	// the compacted retry got, or why there was none. It names figures
+	// and statuses, never request content.
+	Reason string `json:"reason,omitempty"`
 
 	// Passes lists what each pass did, in pipeline order.
 	Passes []Pass `json:"passes,omitempty"`

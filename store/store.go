@@ -112,9 +112,9 @@ type Files interface {
 }
 
 // BlobPath returns where s keeps blob id on the local file system, or ""
-// when s has no files (see Files).
+// when s has no files (see Files; a wrapped store's are found, see As).
 func BlobPath(s Store, id string) string {
-	if f, ok := s.(Files); ok {
+	if f, ok := As[Files](s); ok {
 		return f.BlobPath(id)
 	}
 	return ""
@@ -123,7 +123,7 @@ func BlobPath(s Store, id string) string {
 // BlobDir returns the directory where s keeps blobs as files, or "" when
 // s has no files (see Files).
 func BlobDir(s Store) string {
-	if f, ok := s.(Files); ok {
+	if f, ok := As[Files](s); ok {
 		return f.BlobDir()
 	}
 	return ""

@@ -677,9 +677,15 @@ func TestLoadFolder(t *testing.T) {
 	}
 }
 
-// TestRealSessions replays every session of the shared real data.
+// TestRealSessions rebuilds every request of the shared real data's
+// Claude Code and SWE-agent sessions (over 1,000), or, in a clone without
+// it, of the repository's Claude Code session (31), and checks each.
 func TestRealSessions(t *testing.T) {
-	dirs := []string{shareddata.Dir(t, "claude-code"), shareddata.Dir(t, "swe-agent")}
+	cc, full := shareddata.Sessions(t, "claude-code")
+	dirs, least := []string{cc}, 30
+	if full {
+		dirs, least = append(dirs, shareddata.Dir(t, "swe-agent")), 1000
+	}
 	ss, err := Load(dirs, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -690,7 +696,7 @@ func TestRealSessions(t *testing.T) {
 		requests += s.Requests()
 	}
 	t.Logf("%d sessions, %d requests rebuilt", len(ss), requests)
-	if requests < 1000 {
+	if requests < least {
 		t.Errorf("only %d requests", requests)
 	}
 }

@@ -25,12 +25,14 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/ctxguard/ctxguard"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/suggest"
 )
 
 const usage = `usage: ctxguard <command> [flags]
@@ -45,6 +47,9 @@ commands:
 
 run "ctxguard <command> -h" for the flags of a command
 `
+
+// commands are the commands run knows, for "did you mean".
+var commands = []string{"serve", "run", "config", "replay", "bench", "version", "help"}
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
@@ -80,7 +85,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "-h", "--help", "-help", "help":
 		fmt.Fprint(stdout, usage)
 	default:
-		fmt.Fprintf(stderr, "ctxguard: unknown command %q\n\n%s", cmd, usage)
+		hint := ""
+		if s, ok := suggest.Closest(cmd, commands); ok {
+			hint = fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		fmt.Fprintf(stderr, "ctxguard: unknown command %q%s\n\n%s", cmd, hint, usage)
 		return 2
 	}
 	var ue usageError
@@ -133,9 +142,24 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		usage()
 		return errHelp
 	case err != nil:
-		return usageError{cmd: fs.Name(), err: err}
+		return usageError{cmd: fs.Name(), err: flagHint(fs, err)}
 	}
 	return nil
+}
+
+// flagHint adds to the error of an unknown flag the flag of fs it was
+// probably meant to be.
+func flagHint(fs *flag.FlagSet, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return err
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if s, ok := suggest.Closest(strings.TrimLeft(name, "-"), names); ok {
+		return fmt.Errorf("%w (did you mean --%s?)", err, s)
+	}
+	return err
 }
 
 // version reports the module version, the VCS revision when the binary
@@ -178,6 +202,8 @@ const serveHelp = `usage: ctxguard serve [flags]
 
 Runs the proxy: point a client's API base URL at it, e.g.
   ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude
+At start-up it prints the line for each client and the dashboard's URL,
+and warns about an upstream it cannot reach.
 
 SIGTERM drains: no new connections, the requests in flight end (at most
 timeouts.drain). SIGHUP reloads the configuration (see the README,
@@ -185,13 +211,26 @@ Operations).
 ` + commonHelp
 
 const configHelp = `usage: ctxguard config [flags]
+       ctxguard config --init [FILE]
 
-Prints the effective configuration as YAML (secrets redacted).
+Prints the effective configuration as YAML (secrets redacted). With
+--init, writes a commented starter file instead: to FILE, else to the
+file --config names, else to the default file
+($XDG_CONFIG_HOME/ctxguard/config.yaml or ~/.config/ctxguard/config.yaml),
+which serve reads when started without --config. It never replaces a
+file.
 ` + commonHelp
 
-// serveFlags are serve's own flags, beside the common ones.
+// noConfigFile is what serve logs as its configuration file when it
+// reads none.
+const noConfigFile = "none (the embedded defaults)"
+
+// serveFlags are serve's own flags, beside the common ones, and what
+// loadConfig found.
 type serveFlags struct {
 	exitWithParent string
+	// file is the configuration file loadConfig read ("" for none).
+	file string
 }
 
 // loadConfig parses the common flags (and, for serve, sf's) and returns
@@ -199,13 +238,7 @@ type serveFlags struct {
 // the flags go to rest; with rest nil they are an error.
 func loadConfig(name, help string, args []string, stdout io.Writer, sf *serveFlags, rest *[]string) (config.Config, error) {
 	fs := newFlagSet("ctxguard "+name, help, stdout)
-	file := fs.String("config", "", "YAML config file")
-	listen := fs.String("listen", "", "listen address (default 127.0.0.1:8787)")
-	upstream := fs.String("upstream", "", "one upstream base URL for every API (default: https://api.anthropic.com and https://api.openai.com)")
-	dataDir := fs.String("data-dir", "", "data directory for the embedded store (default ~/.local/share/ctxguard)")
-	dryRun := fs.Bool("dry-run", false, "compute rewrites and log them, forward the original")
-	level := fs.String("log-level", "", "debug, info, warn or error (debug adds the pass decisions to each exchange's line)")
-	format := fs.String("log-format", "", "text or json (json: one JSON object per line, one line per exchange)")
+	cf := commonFlags(fs)
 	if sf != nil {
 		fs.StringVar(&sf.exitWithParent, "exit-with-parent", "auto", "exit when the parent process does: true, false, or auto (true when started by go run)")
 	}
@@ -217,39 +250,83 @@ func loadConfig(name, help string, args []string, stdout io.Writer, sf *serveFla
 	} else if fs.NArg() > 0 {
 		return config.Config{}, usageError{cmd: fs.Name(), err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
-	cfg, err := config.Load(*file)
-	if err != nil {
-		return cfg, err
+	cfg, file, err := cf.load(fs)
+	if sf != nil {
+		sf.file = file
 	}
-	cfg.ApplyEnv(os.Getenv)
+	return cfg, err
+}
+
+// common are the flags every command that loads the configuration has.
+type common struct {
+	file, listen, upstream, dataDir, level, format *string
+	dryRun                                         *bool
+}
+
+// commonFlags defines the common flags on fs.
+func commonFlags(fs *flag.FlagSet) *common {
+	var c common
+	c.file = fs.String("config", "", "YAML config file (default $XDG_CONFIG_HOME/ctxguard/config.yaml or ~/.config/ctxguard/config.yaml, when it exists; --config= reads none)")
+	c.listen = fs.String("listen", "", "listen address (default 127.0.0.1:8787)")
+	c.upstream = fs.String("upstream", "", "one upstream base URL for every API, without /v1 (default: https://api.anthropic.com and https://api.openai.com)")
+	c.dataDir = fs.String("data-dir", "", "data directory for the embedded store (default ~/.local/share/ctxguard)")
+	c.dryRun = fs.Bool("dry-run", false, "compute rewrites and log them, forward the original")
+	c.level = fs.String("log-level", "", "debug, info, warn or error (debug adds the pass decisions to each exchange's line)")
+	c.format = fs.String("log-format", "", "text or json (json: one JSON object per line, one line per exchange)")
+	return &c
+}
+
+// load returns the effective config, paths expanded and validated, from
+// the flags of fs once parsed: the file (--config, else the default file
+// when it exists), then the environment, then the flags. It also returns
+// the file it read ("" for none).
+func (c *common) load(fs *flag.FlagSet) (config.Config, string, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	file := configFile(*c.file, set["config"])
+	cfg, err := config.Load(file)
+	if err != nil {
+		return cfg, file, err
+	}
+	cfg.ApplyEnv(os.Getenv)
 	if set["listen"] {
-		cfg.Listen = *listen
+		cfg.Listen = *c.listen
 	}
 	if set["upstream"] {
-		cfg.Upstreams = config.Upstreams{Anthropic: *upstream, OpenAI: *upstream}
+		cfg.Upstreams = config.Upstreams{Anthropic: *c.upstream, OpenAI: *c.upstream}
 	}
 	if set["data-dir"] {
-		cfg.DataDir = *dataDir
+		cfg.DataDir = *c.dataDir
 	}
 	if set["dry-run"] {
-		cfg.DryRun = *dryRun
+		cfg.DryRun = *c.dryRun
 	}
 	if set["log-level"] {
-		cfg.Log.Level = *level
+		cfg.Log.Level = *c.level
 	}
 	if set["log-format"] {
-		cfg.Log.Format = *format
+		cfg.Log.Format = *c.format
 	}
 	if err := cfg.ExpandPaths(); err != nil {
-		return cfg, err
+		return cfg, file, err
 	}
-	return cfg, cfg.Validate()
+	return cfg, file, cfg.Validate()
 }
 
 func printConfig(args []string, w io.Writer) error {
-	cfg, err := loadConfig("config", configHelp, args, w, nil, nil)
+	fs := newFlagSet("ctxguard config", configHelp, w)
+	cf := commonFlags(fs)
+	initFile := fs.Bool("init", false, "write a commented starter file (every setting at its default) to FILE, --config's file or the default file; never replaces one")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *initFile {
+		return initConfig(fs, *cf.file, w)
+	}
+	if fs.NArg() > 0 {
+		return usageError{cmd: fs.Name(), err: fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	cfg, _, err := cf.load(fs)
 	if err != nil {
 		return err
 	}
@@ -338,10 +415,17 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	} else {
 		attrs = append(attrs, "data_dir", cfg.DataDir)
 	}
-	log.Info("listening on http://"+cfg.Listen, append(attrs, "dry_run", cfg.DryRun)...)
+	file := sf.file
+	if file == "" {
+		file = noConfigFile
+	}
+	log.Info("listening on http://"+cfg.Listen, append(attrs, "dry_run", cfg.DryRun, "config", file)...)
 	if host, _, _ := net.SplitHostPort(cfg.Listen); !config.LoopbackHost(host) {
 		log.Warn("listening beyond loopback: other machines can reach this proxy; every request must carry the auth token in X-Ctxguard-Token", "listen", cfg.Listen)
 	}
+	fmt.Fprint(stdout, clientHints(cfg))
+	probe := prober{dial: (&net.Dialer{}).DialContext, proxy: http.ProxyFromEnvironment, timeout: probeTimeout}
+	go probe.probeUpstreams(ctx, cfg, log)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

@@ -32,7 +32,16 @@ func TestMain(m *testing.M) {
 	if os.Getenv("CTXGUARD_TEST_MAIN") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	// The developer's own configuration file must not reach the tests:
+	// the default file is looked for in an empty folder.
+	dir, err := os.MkdirTemp("", "ctxguard-cmd-test-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 func runCmd(args ...string) (code int, stdout, stderr string) {
@@ -51,10 +60,22 @@ func TestCommandLine(t *testing.T) {
 		stdout     string // a part of it
 		stderr     string // a part of it ("" means empty)
 		stderrOnce string // must appear exactly once
+		env        []string
 	}{
 		{name: "no command", args: nil, code: 2, stderr: "usage: ctxguard"},
 		{name: "help", args: []string{"help"}, code: 0, stdout: "commands:"},
 		{name: "unknown command", args: []string{"frobnicate"}, code: 2, stderr: `unknown command "frobnicate"`},
+		{name: "mistyped command", args: []string{"serv"}, code: 2, stderrOnce: `unknown command "serv" (did you mean "serve"?)`},
+		{name: "mistyped serve flag", args: []string{"serve", "--upstreem", "http://x"}, code: 2, stderrOnce: "ctxguard serve: flag provided but not defined: -upstreem (did you mean --upstream?)"},
+		{name: "mistyped config flag", args: []string{"config", "--int"}, code: 2, stderrOnce: "flag provided but not defined: -int (did you mean --init?)"},
+		{name: "mistyped replay flag", args: []string{"replay", "--jsno"}, code: 2, stderrOnce: "flag provided but not defined: -jsno (did you mean --json?)"},
+		{name: "mistyped run flag", args: []string{"run", "--lisen", "127.0.0.1:1", "--", "true"}, code: 2, stderrOnce: "ctxguard run: flag provided but not defined: -lisen (did you mean --listen?)"},
+		{name: "mistyped command run", args: []string{"rnu"}, code: 2, stderrOnce: `unknown command "rnu" (did you mean "run"?)`},
+		{name: "mistyped bench flag", args: []string{"bench", "--duraton", "1s"}, code: 2, stderrOnce: "flag provided but not defined: -duraton (did you mean --duration?)"},
+		{name: "mistyped flag, one dash", args: []string{"serve", "-dryrun"}, code: 2, stderrOnce: "(did you mean --dry-run?)"},
+		{name: "upstream ending in /v1", args: []string{"config", "--upstream", "http://gw.example:8080/v1"}, code: 1,
+			stderrOnce: `upstreams.anthropic and upstreams.openai: "http://gw.example:8080/v1" ends in /v1, which clients add themselves (a request for /v1/messages would reach http://gw.example:8080/v1/v1/messages); write http://gw.example:8080`},
+		{name: "upstream ending in /v1, from the environment", args: []string{"config"}, env: []string{"CTXGUARD_UPSTREAM=https://api.openai.com/v1/"}, code: 1, stderrOnce: "write https://api.openai.com"},
 		{name: "serve -h", args: []string{"serve", "-h"}, code: 0, stdout: "-listen string"},
 		{name: "serve --help", args: []string{"serve", "--help"}, code: 0, stdout: "-exit-with-parent"},
 		{name: "config -h", args: []string{"config", "-h"}, code: 0, stdout: "Prints the effective configuration"},
@@ -76,6 +97,10 @@ func TestCommandLine(t *testing.T) {
 		{name: "run with a bad config", args: []string{"run", "--listen", "0.0.0.0:8787", "claude"}, code: 1, stderrOnce: "set auth_token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			for _, kv := range tc.env {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
 			code, stdout, stderr := runCmd(tc.args...)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, stdout, stderr)
@@ -243,13 +268,10 @@ func TestREADMERestartOnly(t *testing.T) {
 	}
 }
 
-func TestREADMEConfig(t *testing.T) {
-	home := t.TempDir()
-	t.Setenv("HOME", home)
-	t.Setenv("XDG_DATA_HOME", "")
-	for _, k := range []string{"CTXGUARD_LISTEN", "CTXGUARD_UPSTREAM", "CTXGUARD_DATA_DIR", "CTXGUARD_AUTH_TOKEN"} {
-		t.Setenv(k, "")
-	}
+// readmeConfigBlock returns the README's configuration block: the
+// defaults, as YAML with a comment on each setting.
+func readmeConfigBlock(t *testing.T) []byte {
+	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -258,8 +280,19 @@ func TestREADMEConfig(t *testing.T) {
 	if m == nil {
 		t.Fatal("README: no ```yaml block under ## Configuration")
 	}
+	return m[1]
+}
+
+func TestREADMEConfig(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_DATA_HOME", "")
+	for _, k := range []string{"CTXGUARD_LISTEN", "CTXGUARD_UPSTREAM", "CTXGUARD_DATA_DIR", "CTXGUARD_AUTH_TOKEN"} {
+		t.Setenv(k, "")
+	}
+	block := readmeConfigBlock(t)
 	file := filepath.Join(t.TempDir(), "readme.yaml")
-	if err := os.WriteFile(file, m[1], 0o600); err != nil {
+	if err := os.WriteFile(file, block, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, fromREADME, stderr := runCmd("config", "--config", file)
@@ -278,7 +311,7 @@ func TestREADMEConfig(t *testing.T) {
 	b, _ := cfg.YAML()
 	for _, line := range strings.Split(string(b), "\n") {
 		if k, _, ok := strings.Cut(line, ":"); ok && k != "" && !strings.HasPrefix(k, " ") {
-			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(k) + `:`).Match(m[1]) {
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(k) + `:`).Match(block) {
 				t.Errorf("README config block lacks the top-level key %q", k)
 			}
 		}

@@ -318,7 +318,7 @@ func TestServeReloadsOnSIGHUP(t *testing.T) {
 	}
 
 	writeFile(t, cfgFile, "compress:\n  enabled: false\n")
-	if line := hup(); !strings.Contains(line, "config reloaded") || !strings.Contains(line, "compress") {
+	if line := hup(); !strings.Contains(line, "config reloaded") || !strings.Contains(line, "compress") || !strings.Contains(line, "config="+cfgFile) {
 		t.Errorf("reload line: %s", line)
 	}
 	if got := send(); got != messagesBody {

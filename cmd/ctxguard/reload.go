@@ -34,7 +34,8 @@ type reloader struct {
 // restart, kept at their running values) or rejected (why; the running
 // configuration stays).
 func (r *reloader) reload() {
-	next, err := loadConfig("serve", serveHelp, r.args, io.Discard, &serveFlags{}, nil)
+	var sf serveFlags
+	next, err := loadConfig("serve", serveHelp, r.args, io.Discard, &sf, nil)
 	var rl ctxguard.Reloaded
 	if err == nil {
 		if next.Listen == r.listen {
@@ -54,7 +55,11 @@ func (r *reloader) reload() {
 	}
 	_ = r.level.UnmarshalText([]byte(next.Log.Level))
 	memoryLimit(r.g.Config().Limits)
-	attrs := []any{"changed", rl.Changed}
+	file := sf.file
+	if file == "" {
+		file = noConfigFile
+	}
+	attrs := []any{"changed", rl.Changed, "config", file}
 	if w := next.Warnings(); len(w) > 0 {
 		attrs = append(attrs, "deprecated", w)
 	}

@@ -237,7 +237,7 @@ async function requestPage() {
   fact("Session", r.session ? el("a", { href: sessionHref(r.session) }, r.session) : "none (bypassed or unreadable: counted, listed in no session)");
   fact("Model", r.model || "—", r.window ? " · window " + tokens(r.window) + " · max output " + tokens(r.max_output) : "");
   fact("Client", (r.client || "—") + " · " + (r.protocol || "") + " " + (r.path || "") + (r.route ? " · route " + r.route : ""));
-  fact("Outcome", r.outcome, r.skipped ? " (" + r.skipped + ")" : "", r.error_id ? " · error " + r.error_id : "");
+  fact("Outcome", r.outcome, r.skipped ? " (" + r.skipped + ")" : "", r.reason ? ": " + r.reason : "", r.error_id ? " · error " + r.error_id : "");
   fact("Status", String(r.status || "none (the client left)"));
   fact("Tokens", el("span", { "data-field": "tokens_before", "data-value": r.tokens_before }, exact(r.tokens_before)), " → ",
     el("span", { "data-field": "tokens_after", "data-value": after }, exact(after)),

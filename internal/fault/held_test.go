@@ -191,11 +191,11 @@ func TestBlobPathTraversal(t *testing.T) {
 }
 
 // sessionStream returns the request bodies of a real Claude Code session
-// of the shared data with edit events at the defaults, as Claude Code
-// would send them.
+// with edit events at the defaults (the one the repository keeps of the
+// shared data), as Claude Code would send them.
 func sessionStream(t *testing.T) [][]byte {
 	t.Helper()
-	ss, err := transcript.Load([]string{shareddata.File(t, "claude-code", "57bb5674-54b1-4ce6-9157-2d341cd9bfc1.jsonl")}, transcript.Options{SkipSidechains: true})
+	ss, err := transcript.Load([]string{shareddata.SubsetFile(t, "claude-code", "57bb5674-54b1-4ce6-9157-2d341cd9bfc1.jsonl")}, transcript.Options{SkipSidechains: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -510,11 +510,16 @@ func TestSticky(t *testing.T) {
 }
 
 // TestRealSessions replays the tool results of every real Claude Code
-// transcript in the shared data folder through the pass: valid rewrites
-// (runPass checks validate.Rewrite), Run agreeing with Text on every
-// result, and the bytes saved.
+// transcript in the shared data folder (in a clone without it, the
+// repository's subset) through the pass: valid rewrites (runPass checks
+// validate.Rewrite), Run agreeing with Text on every result, and the
+// bytes saved.
 func TestRealSessions(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(shareddata.Dir(t, "claude-code"), "*.jsonl"))
+	dir, _ := shareddata.Sessions(t, "claude-code")
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if len(files) == 0 {
+		t.Fatalf("no sessions in %s", dir)
+	}
 	p := mustNew(t, Defaults())
 	var total, saved, edited int
 	for _, f := range files {
@@ -549,6 +554,9 @@ func TestRealSessions(t *testing.T) {
 		}
 	}
 	t.Logf("%d sessions, %d bytes, %d edits, %d bytes saved (%.1f%%)", len(files), total, edited, saved, 100*float64(saved)/float64(total))
+	if edited == 0 {
+		t.Error("no tool result was rewritten: the test checks too little")
+	}
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -18,9 +18,10 @@
 // record TTL after its last Put, Get or PutIfAbsent — and Sweep has
 // nothing to do. A TTL <= 0 writes keys without expiry.
 //
-// Every call is bounded: by its context, and by Options.Timeout on each
-// network operation (dial, read, write), so a server that stops
-// answering yields an error, never a hang.
+// Every call is bounded: by its context, and by Options.Timeout as a
+// whole (the client's one retry included) and on each network operation
+// (dial, read, write), so a server that stops answering yields an error
+// within Options.Timeout, never a hang.
 package redisstore
 
 import (
@@ -72,8 +73,8 @@ type Options struct {
 	// DefaultMaxBlob. Larger blobs are refused with an error matching
 	// store.ErrTooLarge.
 	MaxBlob int64
-	// Timeout bounds each dial, read and write; <= 0 means
-	// DefaultTimeout.
+	// Timeout bounds each call, and each dial, read and write; <= 0
+	// means DefaultTimeout.
 	Timeout time.Duration
 	// RootCAs are the CAs a rediss:// server's certificate must chain
 	// to; nil means the system's (on Linux, SSL_CERT_FILE and
@@ -90,6 +91,7 @@ type Store struct {
 	prefix  string
 	ttl     time.Duration
 	maxBlob int64
+	timeout time.Duration // bounds each call as a whole
 }
 
 var _ store.Store = (*Store)(nil)
@@ -153,7 +155,7 @@ func New(o Options) (*Store, error) {
 	ro.MaxRetries = 1 // once, on a connection the server closed
 	ro.DialerRetries = 2
 	ro.DisableIdentity = true
-	s := &Store{c: redis.NewClient(ro), url: Redact(o.URL), prefix: o.Prefix, ttl: o.TTL, maxBlob: o.MaxBlob}
+	s := &Store{c: redis.NewClient(ro), url: Redact(o.URL), prefix: o.Prefix, ttl: o.TTL, maxBlob: o.MaxBlob, timeout: timeout}
 	if s.prefix == "" {
 		s.prefix = DefaultPrefix
 	}
@@ -208,6 +210,12 @@ func (s *Store) fail(op string, err error) error {
 	return fmt.Errorf("redis store %s: %s: %w", s.url, op, err)
 }
 
+// bound returns ctx bounded by the store's timeout: a call takes at most
+// that long as a whole, the client's retry of a timed-out read included.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.timeout)
+}
+
 // setLua sets KEYS[1] to ARGV[1] with a life of ARGV[2] ms (none if
 // <= 0), in the scripts below.
 const setLua = `
@@ -234,6 +242,8 @@ return 1
 // PutBlob implements store.Store. A present blob is refreshed without
 // sending its data again.
 func (s *Store) PutBlob(ctx context.Context, id string, data []byte) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !store.ValidID(id) {
 		return store.ErrBadID
 	}
@@ -251,6 +261,8 @@ func (s *Store) PutBlob(ctx context.Context, id string, data []byte) error {
 
 // HasBlob implements store.Store.
 func (s *Store) HasBlob(ctx context.Context, id string) bool {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !store.ValidID(id) {
 		return false
 	}
@@ -260,6 +272,8 @@ func (s *Store) HasBlob(ctx context.Context, id string) bool {
 
 // OpenBlob implements store.Store: it reads the whole blob.
 func (s *Store) OpenBlob(ctx context.Context, id string) (io.ReadCloser, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !store.ValidID(id) {
 		return nil, store.ErrBadID
 	}
@@ -275,6 +289,8 @@ func (s *Store) OpenBlob(ctx context.Context, id string) (io.ReadCloser, error) 
 
 // TouchBlob implements store.Store.
 func (s *Store) TouchBlob(ctx context.Context, id string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !store.ValidID(id) {
 		return store.ErrBadID
 	}
@@ -298,6 +314,8 @@ func (s *Store) TouchBlob(ctx context.Context, id string) error {
 
 // Get implements store.Store: GETEX refreshes the record's TTL.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var cmd *redis.StringCmd
 	if s.expires() {
 		cmd = s.c.GetEx(ctx, s.recKey(key), s.ttl)
@@ -316,6 +334,8 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 
 // Put implements store.Store.
 func (s *Store) Put(ctx context.Context, key string, val []byte) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	return s.fail("Put", s.c.Set(ctx, s.recKey(key), val, s.life(false)).Err())
 }
 
@@ -334,6 +354,8 @@ return {1}
 
 // PutIfAbsent implements store.Store, atomically (a server-side script).
 func (s *Store) PutIfAbsent(ctx context.Context, key string, val []byte) ([]byte, bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	ms := s.life(false).Milliseconds()
 	res, err := putIfAbsent.Run(ctx, s.c, []string{s.recKey(key)}, val, ms).Slice()
 	if err != nil {
@@ -357,6 +379,8 @@ func (s *Store) Sweep(context.Context, time.Time) (int, error) { return 0, nil }
 
 // Ping implements store.Store.
 func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	return s.fail("PING", s.c.Ping(ctx).Err())
 }
 
@@ -367,6 +391,8 @@ func (s *Store) Close() error { return s.c.Close() }
 // named has left: negative when it never expires, store.ErrNotFound
 // when absent. It implements storetest.Expiring.
 func (s *Store) TTL(ctx context.Context, kind, name string) (time.Duration, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	key, err := s.key(kind, name)
 	if err != nil {
 		return 0, err
@@ -389,6 +415,8 @@ func (s *Store) TTL(ctx context.Context, kind, name string) (time.Duration, erro
 // expiry is left alone; one whose life runs out is gone.
 // It implements storetest.Expiring.
 func (s *Store) Age(ctx context.Context, kind, name string, d time.Duration) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	left, err := s.TTL(ctx, kind, name)
 	if err != nil || left < 0 {
 		return err

@@ -53,6 +53,85 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// The conformance suite through a store.Breaker, as ctxguard serves a
+// shared store: the Redis store's expiry (storetest.Expiring) is found
+// through it.
+func TestConformanceBreaker(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Run(t, func(t *testing.T, c storetest.Config) store.Store {
+		s := open(t, redisstore.Options{URL: srv.URL(0), Prefix: uniquePrefix(t.Name()), TTL: c.TTL})
+		return store.NewBreaker(s, store.BreakerOptions{Now: c.Now})
+	})
+}
+
+// TestBreakerPausedServer: through a store.Breaker, a paused server costs
+// one timeout; then every call fails at once with store.ErrUnavailable
+// without reaching the server, and the first probe after the server
+// resumed restores service.
+func TestBreakerPausedServer(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	clk := storetest.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	b := store.NewBreaker(open(t, redisstore.Options{URL: srv.URL(0), Timeout: 300 * time.Millisecond, TTL: time.Hour}),
+		store.BreakerOptions{Now: clk.Now, Retry: time.Second})
+	defer b.Close()
+	id := store.ID([]byte("x"))
+	if err := b.PutBlob(ctx, id, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	defer srv.Resume(t)
+	var ne net.Error
+	if _, err := b.Get(ctx, "k"); !errors.As(err, &ne) || !ne.Timeout() || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("the first call on a paused server: %v, want the store's timeout", err)
+	}
+	for i := range 20 {
+		if err := b.TouchBlob(ctx, id); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("call %d once the store is known down: %v, want store.ErrUnavailable", i, err)
+		}
+	}
+	if n := b.Skipped(); n != 20 {
+		t.Errorf("%d calls failed at once, want all 20", n)
+	}
+	srv.Resume(t)
+	answersAgain(t, b)
+	if err := b.TouchBlob(ctx, id); err != nil {
+		t.Errorf("TouchBlob once the store is back: %v", err)
+	}
+}
+
+// TestBreakerCutsCallsInFlight: a call blocked in a read on a paused
+// server (which heeds only its read deadline, here an hour away) returns
+// with store.ErrUnavailable as soon as another call finds the store down.
+func TestBreakerCutsCallsInFlight(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	b := store.NewBreaker(open(t, redisstore.Options{URL: srv.URL(0), Timeout: time.Hour}), store.BreakerOptions{})
+	defer b.Close()
+	if err := b.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	defer srv.Resume(t)
+	blocked := make(chan error, 1)
+	go func() { _, err := b.Get(ctx, "k"); blocked <- err }()
+	time.Sleep(200 * time.Millisecond) // so that it waits in its read (not a condition of the test: it only checks more)
+	// A caller with a deadline finds the store down.
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := b.Get(dctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a call past its deadline on a paused server: %v", err)
+	}
+	select {
+	case err := <-blocked:
+		if !errors.Is(err, store.ErrUnavailable) || b.Skipped() != 0 {
+			t.Errorf("the blocked call: %v (%d calls skipped), want store.ErrUnavailable, and in flight", err, b.Skipped())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocked call still waits for its hour-long read deadline after the store was found down")
+	}
+}
+
 // Two instances on one server share blobs and decisions; keys outside
 // their prefix are never touched.
 func TestSharedAndNamespaced(t *testing.T) {
@@ -301,15 +380,20 @@ func TestUnreachable(t *testing.T) {
 	}
 	srv.Resume(t)
 	// Once it answers again, so does the store.
+	answersAgain(t, s)
+}
+
+// answersAgain pings s (at most 50 times) until it answers, once its
+// server resumed.
+func answersAgain(t *testing.T, s store.Store) {
+	t.Helper()
 	var err error
 	for range 50 {
-		if err = s.Ping(ctx); err == nil {
-			break
+		if err = s.Ping(context.Background()); err == nil {
+			return
 		}
 	}
-	if err != nil {
-		t.Errorf("Ping after the server resumed: %v", err)
-	}
+	t.Fatalf("Ping after the server resumed: %v", err)
 }
 
 // rediss:// speaks TLS and verifies the server's certificate.
@@ -333,5 +417,33 @@ func TestTLS(t *testing.T) {
 	// Plain redis:// to the TLS port: no answer it understands.
 	if _, err := redisstore.Open(ctx, redisstore.Options{URL: "redis://" + srv.Addr + "/0", Timeout: 2 * time.Second}); err == nil {
 		t.Error("redis:// (no TLS) to a TLS port succeeded")
+	}
+}
+
+// BenchmarkBreakerGet is what a store.Breaker adds to a Get on a Redis
+// server over loopback.
+func BenchmarkBreakerGet(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	s, err := redisstore.Open(ctx, redisstore.Options{URL: srv.URL(0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Put(ctx, "k", []byte("v")); err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		s    store.Store
+	}{{"bare", s}, {"breaker", store.NewBreaker(s, store.BreakerOptions{})}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tc.s.Get(ctx, "k"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -113,7 +113,8 @@ func (c *Counter) TouchBlob(ctx context.Context, id string) error {
 var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // Run runs the suite, each part as a subtest with its own store. For a
-// store that implements Expiring, the Sweep part checks the life that
+// store that implements Expiring (itself or a store it wraps: see
+// store.As), the Sweep part checks the life that
 // puts, touches and gets give entries, through TTL and Age, instead of
 // moving a clock and sweeping.
 func Run(t *testing.T, open Open) {
@@ -308,7 +309,7 @@ func testSweep(t *testing.T, open Open) {
 	const ttl = 24 * time.Hour
 	every := store.RefreshInterval(ttl)
 	s, clk := openStore(t, open, ttl)
-	if _, ok := s.(Expiring); ok {
+	if _, ok := store.As[Expiring](s); ok {
 		testExpiry(t, open)
 		return
 	}
@@ -528,7 +529,7 @@ func testFiles(t *testing.T, open Open) {
 	if err := s.PutBlob(ctx, id, data); err != nil {
 		t.Fatal(err)
 	}
-	f, ok := s.(store.Files)
+	f, ok := store.As[store.Files](s)
 	if !ok {
 		if p, d := store.BlobPath(s, id), store.BlobDir(s); p != "" || d != "" {
 			t.Errorf("a store without files names %q, %q", p, d)
@@ -558,7 +559,7 @@ func testExpiry(t *testing.T, open Open) {
 	const slack = 10 * time.Minute
 	ctx := context.Background()
 	s, _ := openStore(t, open, ttl)
-	x := s.(Expiring)
+	x, _ := store.As[Expiring](s)
 	left := func(kind, name string) time.Duration {
 		t.Helper()
 		d, err := x.TTL(ctx, kind, name)
@@ -658,7 +659,7 @@ func testExpiry(t *testing.T, open Open) {
 
 	// A TTL of 0 sets no expiry, whatever the call.
 	forever, _ := openStore(t, open, 0)
-	fx := forever.(Expiring)
+	fx, _ := store.As[Expiring](forever)
 	id := store.ID([]byte("kept"))
 	if err := forever.PutBlob(ctx, id, []byte("kept")); err != nil {
 		t.Fatal(err)
