@@ -8,11 +8,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/ctxguard/ctxguard/store/storetest"
+	"github.com/ctxguard/ctxguard/internal/testclock"
 )
 
-func newBreaker() (*Breaker, *storetest.Clock) {
-	c := storetest.NewClock(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+func newBreaker() (*Breaker, *testclock.Clock) {
+	c := testclock.New(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
 	return New(Options{Now: c.Now, Backoff: 10 * time.Second, MaxBackoff: 35 * time.Second}), c
 }
 
