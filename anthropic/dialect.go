@@ -28,12 +28,20 @@ func (dialect) AppendText(dst []byte, _ conversation.Role, quoted, extra []byte)
 }
 
 // KeptBlock implements conversation.Dialect: a block as it is, except a
-// string content (which becomes a text block) and a text block carrying a
+// string content (which becomes a text block), a text block carrying a
 // cache_control marker (which loses it: a rewritten message must not move
-// the client's breakpoints).
+// the client's breakpoints) and text of white space alone, which goes:
+// the API refuses a message whose text is all white space (Claude Code
+// sends "\n\n" before thinking and tool calls, and nothing else may be
+// left to keep it company).
 func (d dialect) KeptBlock(c *conversation.Conversation, m *conversation.Message, b *conversation.Block) []byte {
-	if b.Kind == conversation.Text && (m.ContentString || !b.CacheControl.IsZero()) {
-		return d.AppendText(nil, m.Role, c.Bytes(b.Text), nil)
+	if b.Kind == conversation.Text {
+		switch {
+		case jsonscan.Blank(c.Bytes(b.Text)):
+			return nil
+		case m.ContentString || !b.CacheControl.IsZero():
+			return d.AppendText(nil, m.Role, c.Bytes(b.Text), nil)
+		}
 	}
 	return c.Bytes(b.Span)
 }

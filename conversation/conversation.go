@@ -123,7 +123,8 @@ type Dialect interface {
 	// message is rewritten whole (ReplaceMessage): its own bytes, or a
 	// normalized form (a text block without its cache marker, say), or
 	// nil when the block cannot stay without the tool calls and results
-	// that are dropped (the Responses API's reasoning items).
+	// that are dropped (the Responses API's reasoning items, the Messages
+	// API's whitespace-only text).
 	KeptBlock(c *Conversation, m *Message, b *Block) []byte
 	// ReplaceMessage returns the span to replace and the bytes that make
 	// message mi hold exactly blocks (each from KeptBlock or AppendText),

@@ -79,6 +79,7 @@ var repairKinds = []struct {
 	{"bad_block", "malformed blocks removed", func(r transcript.Repairs) int { return r.BadBlock }},
 	{"bad_input", "tool arguments that were not objects wrapped", func(r transcript.Repairs) int { return r.BadInput }},
 	{"cache_control", "recorded cache_control markers removed", func(r transcript.Repairs) int { return r.CacheControl }},
+	{"redacted_signature", "redacted thinking signatures replaced by a hash of their text", func(r transcript.Repairs) int { return r.RedactedSignature }},
 }
 
 func loadStats(s transcript.Stats) LoadStats {

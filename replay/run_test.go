@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -284,6 +285,71 @@ func TestSharedData(t *testing.T) {
 		t.Errorf("%d invalid requests, %d edit events (the sessions were chosen for having some)", rep.Total.Invalid, rep.Total.Events)
 	}
 	checkOff(t, ss)
+}
+
+// The main sessions of claude-code-more (Claude Code 2.1.39, whose
+// transcripts redact thinking signatures and hold "\n\n" text blocks
+// before thinking and tool calls, in sessions long enough for several
+// trimmed runs), replayed under the defaults: no request is invalid by
+// its API's rules. All three sessions as Anthropic requests, the one with
+// the most trimmed runs also as Responses and Chat Completions requests
+// (about 5 s of CPU in all). A regression test: all three sessions made invalid
+// Anthropic requests, and dropping "\n\n" with a trimmed round made
+// invalid Responses requests.
+func TestSharedDataMore(t *testing.T) {
+	dir := shareddata.Dir(t, "claude-code-more")
+	if testing.Short() {
+		t.Skip("short")
+	}
+	paths, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil || len(paths) != 3 {
+		t.Fatalf("%d main transcripts in %s, want 3 (%v)", len(paths), dir, err)
+	}
+	ss, err := transcript.Load(paths, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trimmed []*transcript.Session
+	for _, s := range ss {
+		if strings.HasPrefix(s.ID, "8463c716") {
+			trimmed = append(trimmed, s)
+		}
+	}
+	for _, tc := range []struct {
+		proto    protocol.Protocol
+		sessions []*transcript.Session
+		min      int // requests at least
+	}{
+		{anthropic.Protocol, ss, 400},
+		{responses.Protocol, trimmed, 150},
+		{chat.Protocol, trimmed, 150},
+	} {
+		t.Run(tc.proto.Name(), func(t *testing.T) {
+			p, err := GuardPipeline(config.Defaults())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Protocols = As(tc.proto)
+			rep, err := Run(tc.sessions, RunOptions{Pipeline: p, Build: transcript.BuildOptions{Protocol: tc.proto.Name()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSums(t, rep)
+			tt := rep.Total
+			t.Logf("tokens %.3f cost %.3f events %d invalid %d of %d", tt.TokenRatio, tt.CostRatio, tt.Events, tt.Invalid, tt.Requests)
+			if tt.Requests < tc.min || tt.Events == 0 {
+				t.Fatalf("%d requests, %d events: the test checks too little", tt.Requests, tt.Events)
+			}
+			for _, s := range rep.Sessions {
+				for _, rq := range s.PerRequest {
+					if rq.Invalid != "" {
+						t.Errorf("%s request %d (of %d invalid): %s", s.ID, rq.Index, s.Invalid, rq.Invalid)
+						break
+					}
+				}
+			}
+		})
+	}
 }
 
 // The 19 real Codex rollouts of the shared data (about 10 s; in a clone

@@ -2,6 +2,8 @@ package transcript
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
@@ -265,8 +267,26 @@ func newBlock(raw []byte, st *Stats) Block {
 		if jsonscan.KindOf(raw, text) == jsonscan.String && memberCount(raw) == 2 {
 			b.plain = text.Bytes(raw)
 		}
+	case "thinking":
+		if sig := member(raw, "signature"); bytes.HasPrefix(sig.Bytes(raw), []byte(`"[REDACTED`)) {
+			b.Raw = replaceSpan(raw, sig, quote(redactedSignature(member(raw, "thinking").Bytes(raw))))
+			st.Repairs.RedactedSignature++
+		}
 	}
 	return b
+}
+
+// redactedSignature stands in for a thinking block's signature that the
+// transcript's owner replaced by a redaction marker: every such block
+// would otherwise share one signature, which the API (and the validator)
+// read as one block whose text was edited, and which a signature cache
+// (the thinking guard's, keyed by signature) would re-attribute to the
+// model of every later request. The stand-in is a hash of the block's
+// thinking text: distinct blocks get distinct signatures, as real ones
+// are, and the same block the same one in every request.
+func redactedSignature(thinking []byte) string {
+	sum := sha256.Sum256(thinking)
+	return "ctxguard-replay-redacted-" + hex.EncodeToString(sum[:16])
 }
 
 func memberCount(raw []byte) int {

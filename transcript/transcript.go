@@ -220,12 +220,16 @@ type Repairs struct {
 	CacheControl    int
 	BadBlock        int // content elements that are not objects, tool blocks without id/name/input: removed
 	BadInput        int // SWE-agent tool arguments that are not a JSON object: wrapped
+	// RedactedSignature counts thinking signatures a redaction marker
+	// ("[REDACTED…]") stood in for, replaced by a hash of the thinking
+	// text (equal texts, equal signatures).
+	RedactedSignature int
 }
 
 // Total is the number of repairs of all kinds.
 func (r Repairs) Total() int {
 	return r.MissingUser + r.MissingResult + r.OrphanResult + r.DuplicateResult + r.DuplicateID +
-		r.Reordered + r.EmptyText + r.EmptyMessage + r.CacheControl + r.BadBlock + r.BadInput
+		r.Reordered + r.EmptyText + r.EmptyMessage + r.CacheControl + r.BadBlock + r.BadInput + r.RedactedSignature
 }
 
 // Session is one conversation with its own request stream.

@@ -16,6 +16,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/validate"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -35,6 +36,9 @@ func a(id string, blocks ...string) string {
 }
 
 func txt(s string) string { return `{"type":"text","text":"` + s + `"}` }
+func think(text, sig string) string {
+	return `{"type":"thinking","thinking":"` + text + `","signature":"` + sig + `"}`
+}
 func tu(id string) string {
 	return `{"type":"tool_use","id":"` + id + `","name":"Bash","input":{"command":"ls"}}`
 }
@@ -155,6 +159,8 @@ func TestRepairs(t *testing.T) {
 			"user[text] assistant[text]", Repairs{EmptyText: 1, EmptyMessage: 1}},
 		{"cache_control in transcript", []string{u(arr(`{"type":"text","text":"go","cache_control":{"type":"ephemeral"}}`)), a("m1", txt("ok"))},
 			"user[text] assistant[text]", Repairs{CacheControl: 1}},
+		{"redacted signature", []string{u(str1("go")), a("m1", think("plan", "[REDACTED_SIGNATURE]"), tu("t1")), u(arr(tr("t1", "x"))), a("m2", think("more", "c2ln"), txt("ok"))},
+			"user[text] assistant[thinking tool_use:t1] user[tool_result:t1] assistant[thinking text]", Repairs{RedactedSignature: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := parseOne(t, jsonl(tc.lines...))
@@ -190,6 +196,54 @@ func TestRepairBytes(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
+	}
+}
+
+// TestRedactedSignature: a transcript whose owner redacted every thinking
+// signature to one marker would send blocks that share a signature with
+// different texts, which the API (and validate.Request) reads as an
+// edited block. Each marker becomes a stand-in made from the block's
+// text: distinct texts get distinct signatures, equal texts equal ones,
+// the rest of the block stays byte for byte, and every request is valid.
+func TestRedactedSignature(t *testing.T) {
+	const marker = "[REDACTED_SIGNATURE]"
+	s := parseOne(t, jsonl(u(str1("go")),
+		a("m1", think("plan A", marker), tu("t1")), u(arr(tr("t1", "x"))),
+		a("m2", think("plan B", marker), tu("t2")), u(arr(tr("t2", "y"))),
+		a("m3", think("plan A", marker), tu("t3")), u(arr(tr("t3", "z"))),
+		a("m4", txt("done"))))
+	if got := s.Stats.Repairs; got.RedactedSignature != 3 || got.Total() != 3 {
+		t.Errorf("repairs %+v, want 3 redacted signatures", got)
+	}
+	var sigs []string
+	for _, i := range []int{1, 3, 5} {
+		raw := s.Messages[i].Blocks[0].Raw
+		sig := str(raw, member(raw, "signature"))
+		if strings.Contains(sig, "REDACTED") || sig == "" {
+			t.Fatalf("message %d: signature %q", i, sig)
+		}
+		text := string(member(raw, "thinking").Bytes(raw))
+		if want := `{"type":"thinking","thinking":` + text + `,"signature":"` + sig + `"}`; string(raw) != want {
+			t.Errorf("message %d: block %s, want only the signature replaced", i, raw)
+		}
+		sigs = append(sigs, sig)
+	}
+	if sigs[0] == sigs[1] || sigs[0] != sigs[2] {
+		t.Errorf("signatures %q: want distinct for distinct texts, equal for equal ones", sigs)
+	}
+	if again := parseOne(t, jsonl(u(str1("go")), a("m1", think("plan A", marker), tu("t1")), u(arr(tr("t1", "x"))), a("m2", txt("ok")))); str(again.Messages[1].Blocks[0].Raw, member(again.Messages[1].Blocks[0].Raw, "signature")) != sigs[0] {
+		t.Error("the stand-in is not a function of the text")
+	}
+	b, err := NewBuilder(s, BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Request(b.Len() - 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validate.Request(r.Body); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"hash/maphash"
 	"strconv"
 	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/ctxguard/ctxguard/anthropic"
@@ -238,7 +237,7 @@ func (r *reqChecker) messages() {
 			bp := bpath(i, j)
 			if blk.Type != "text" || blk.Kind != conversation.Text {
 				allText = false
-			} else if allBlank && !blank(blk.Text.Bytes(r.b)) {
+			} else if allBlank && !jsonscan.Blank(blk.Text.Bytes(r.b)) {
 				allBlank = false
 			}
 			r.block(m, blk, bp, ids, sigs)
@@ -264,7 +263,7 @@ func (r *reqChecker) stringContent(m *msg, p string, prefill bool) {
 		}
 	case len(s) == 2:
 		r.ps.add(RuleEmpty, p, "all messages must have non-empty content except for the optional final assistant message")
-	case blank(s):
+	case jsonscan.Blank(s):
 		r.ps.add(RuleEmpty, p, "text content blocks must contain non-whitespace text")
 	}
 }
@@ -445,67 +444,6 @@ func (r *reqChecker) unanswered(i int, uses map[string]bool, answered map[string
 			r.ps.add(RuleToolPairing, bpath(i, j), "tool_use id %s was found without a tool_result block in the next message", short(blk.ID.Bytes(r.b)))
 		}
 	}
-}
-
-// blank reports whether the JSON string literal q holds only whitespace
-// (or nothing). It stops at the first other character.
-func blank(q []byte) bool {
-	if len(q) < 2 {
-		return false
-	}
-	raw := q[1 : len(q)-1]
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		switch {
-		case c == ' ':
-			i++
-		case c == '\\':
-			if i+1 >= len(raw) {
-				return false
-			}
-			switch raw[i+1] {
-			case 'n', 't', 'r', 'f':
-				i += 2
-			case 'u':
-				r, ok := hex4(raw, i+2)
-				if !ok || utf16.IsSurrogate(r) || !unicode.IsSpace(r) {
-					return false
-				}
-				i += 6
-			default:
-				return false
-			}
-		case c < utf8.RuneSelf:
-			return false
-		default:
-			r, n := utf8.DecodeRune(raw[i:])
-			if !unicode.IsSpace(r) {
-				return false
-			}
-			i += n
-		}
-	}
-	return true
-}
-
-func hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
 
 // endsBlank reports whether the JSON string literal q ends with a

@@ -229,8 +229,14 @@ func removable(b *block) bool {
 	return b.Type == "thinking" || b.Type == "redacted_thinking"
 }
 
-// anchor reports whether a block can only disappear with its message.
-func anchor(b *block) bool { return !removable(b) }
+// goes reports whether a block may vanish from its message by some
+// option, disregarding which message it is in: a removable block, or with
+// message removal a text of white space alone, which a trimmed round may
+// take with it (the Messages API refuses it as a message's only text).
+// Every other block is an anchor: it disappears only with its message.
+func (d *differ) goes(b []byte, blk *block) bool {
+	return removable(blk) || d.opts.AllowMessageRemoval && blk.Kind == conversation.Text && jsonscan.Blank(blk.Text.Bytes(b))
+}
 
 // uniqueKey returns a key that names a removable block across the request
 // (tool ids, thinking bytes), or "".
@@ -254,9 +260,9 @@ func (d *differ) uniqueKey(b []byte, blk *block) string {
 	return ""
 }
 
-// fingerprint hashes what identifies a message whose removable blocks may
-// be gone: its members other than content, and its anchor blocks as
-// identity sees them, but for block skip (-1: none). ok is false when it
+// fingerprint hashes what identifies a message whose blocks that may go
+// are gone: its members other than content, and its anchor blocks (goes)
+// as identity sees them, but for block skip (-1: none). ok is false when it
 // has no other anchor block.
 func (d *differ) fingerprint(b []byte, m *msg, skip int) (h uint64, ok bool) {
 	var x maphash.Hash
@@ -266,7 +272,7 @@ func (d *differ) fingerprint(b []byte, m *msg, skip int) (h uint64, ok bool) {
 	x.Write(b[m.Content.End:m.Span.End])
 	for i := range m.Blocks {
 		blk := &m.Blocks[i]
-		if !anchor(blk) || i == skip {
+		if d.goes(b, blk) || i == skip {
 			continue
 		}
 		ok = true
@@ -444,15 +450,15 @@ func (d *differ) align() {
 // holds its role and any members before content.
 func header(b []byte, m *msg) []byte { return b[m.Span.Start:m.Content.Start] }
 
-// allRemoved reports whether original message i has only removable
-// blocks, none of which the rewritten request still holds.
+// allRemoved reports whether original message i has only blocks that may
+// go (goes), none of which the rewritten request still holds.
 func (d *differ) allRemoved(i int, used map[string]bool) bool {
 	m := &d.o.Messages[i]
 	if len(m.Blocks) == 0 || m.ContentString {
 		return false
 	}
 	for j := range m.Blocks {
-		if !removable(&m.Blocks[j]) || used[d.uniqueKey(d.ob, &m.Blocks[j])] {
+		if !d.goes(d.ob, &m.Blocks[j]) || used[d.uniqueKey(d.ob, &m.Blocks[j])] {
 			return false
 		}
 	}
@@ -506,15 +512,15 @@ func (d *differ) pair(oi, rj int) {
 	}
 }
 
-// replaceable reports whether every block of original message oi is of a
-// kind some rule may remove, so that a replacement text may stand in.
+// replaceable reports whether every block of original message oi may go
+// by some rule (goes), so that a replacement text may stand in.
 func (d *differ) replaceable(oi int) bool {
 	m := &d.o.Messages[oi]
 	if len(m.Blocks) == 0 {
 		return false
 	}
 	for i := range m.Blocks {
-		if !removable(&m.Blocks[i]) {
+		if !d.goes(d.ob, &m.Blocks[i]) {
 			return false
 		}
 	}
@@ -591,10 +597,20 @@ func (d *differ) blocks(oi, rj int) {
 
 // lostResults reports whether original message oi held tool results that
 // the rewritten request no longer has.
-func (d *differ) lostResults(oi int) bool {
+func (d *differ) lostResults(oi int) bool { return d.lost(oi, conversation.ToolResult) }
+
+// lostRound reports whether original message oi held tool calls or
+// results that the rewritten request no longer has: a trimmed round.
+func (d *differ) lostRound(oi int) bool {
+	return d.lost(oi, conversation.ToolCall) || d.lostResults(oi)
+}
+
+// lost reports whether original message oi held blocks of kind k (tool
+// calls or results) that the rewritten request no longer has.
+func (d *differ) lost(oi int, k conversation.Kind) bool {
 	m := &d.o.Messages[oi]
 	for i := range m.Blocks {
-		if m.Blocks[i].Kind == conversation.ToolResult && !d.usedKeys[d.uniqueKey(d.ob, &m.Blocks[i])] {
+		if m.Blocks[i].Kind == k && !d.usedKeys[d.uniqueKey(d.ob, &m.Blocks[i])] {
 			return true
 		}
 	}
@@ -641,6 +657,9 @@ func (d *differ) removedBlock(oi, bi int) {
 		case oi >= d.tail:
 			d.ps.add(RuleBlockRemoved, p, "%s block of the current turn removed", blk.Type)
 		}
+	case blk.Kind == conversation.Text && d.opts.AllowMessageRemoval && oi < d.tail &&
+		jsonscan.Blank(blk.Text.Bytes(d.ob)) && d.lostRound(oi):
+		// White space alone says nothing; a trimmed round takes it.
 	default:
 		t := blk.Type
 		if t == "" {

@@ -297,3 +297,82 @@ func TestRewriteTrimRepeatedText(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestRewriteTrimBlankText: tool-round trimming takes a text of white
+// space alone with its round (Claude Code sends "\n\n" before thinking and
+// tool calls; the API refuses a message left with nothing else), and
+// nothing else of what a round's messages say. A regression test: that
+// text counted as an anchor of its message, so the message trimming left
+// (its other text, or the placeholder) matched no original, was paired
+// with an older emptied message, and every kept message between them was
+// reported as reordered (replays of Claude Code 2.1.39 sessions).
+func TestRewriteTrimBlankText(t *testing.T) {
+	const (
+		blank = `{"type":"text","text":"\n\n"},`
+		think = `{"type":"thinking","thinking":"hm","signature":"c2ln"},`
+		said  = `{"type":"text","text":"Credo reports nesting"},`
+	)
+	goMsg := `{"role":"user","content":"go"}`
+	asst := func(id, before string) string {
+		return `{"role":"assistant","content":[` + before + `{"type":"tool_use","id":"` + id + `","name":"Bash","input":{"command":"ls"}}]}`
+	}
+	user := func(id string) string {
+		return `{"role":"user","content":[{"type":"tool_result","tool_use_id":"` + id + `","content":"out"}]}`
+	}
+	text := func(role, s string) string {
+		return `{"role":"` + role + `","content":[{"type":"text","text":"` + s + `"}]}`
+	}
+	placeholder := text("assistant", "[earlier tool work, dropped by ctxguard]")
+	note := text("user", "[ctxguard dropped 1 earlier tool rounds]")
+	saidOnly := text("assistant", "Credo reports nesting")
+	// Round 1 and 3 trimmed (two runs), round 2 kept between them, round
+	// 4 the current turn.
+	orig := func(third string) string {
+		return req(goMsg, asst("toolu_1", ""), user("toolu_1"), asst("toolu_2", ""), user("toolu_2"),
+			asst("toolu_3", third), user("toolu_3"), asst("toolu_4", ""), user("toolu_4"))
+	}
+	sent := func(third ...string) string {
+		msgs := append([]string{goMsg, placeholder, note, asst("toolu_2", ""), user("toolu_2")}, third...)
+		return req(append(msgs, asst("toolu_4", ""), user("toolu_4"))...)
+	}
+	// Round 1 kept too: the third round's messages have no emptied
+	// message before them to be mistaken for.
+	sentAll := func(third ...string) string {
+		msgs := append([]string{goMsg, asst("toolu_1", ""), user("toolu_1"), asst("toolu_2", ""), user("toolu_2")}, third...)
+		return req(append(msgs, asst("toolu_4", ""), user("toolu_4"))...)
+	}
+	trim := Options{AllowMessageRemoval: true, AllowRoundTrimming: true, AllowThinkingRemoval: true}
+	for _, tc := range []struct {
+		name       string
+		orig, sent string
+		opts       Options
+		want       []Rule
+	}{
+		{"text kept, white space gone with the round", orig(blank + think + said), sent(saidOnly, note), trim, nil},
+		{"white space alone: placeholder", orig(blank + think), sent(placeholder, note), trim, nil},
+		{"escaped white space", orig(`{"type":"text","text":"\u00a0\t"},` + think), sent(placeholder, note), trim, nil},
+		{"white space between texts", orig(said + blank + said), sent(`{"role":"assistant","content":[`+said+strings.TrimSuffix(said, ",")+`]}`, note), trim, nil},
+
+		// what stays strict
+		{"white space removed from a kept round", orig(blank + said), sentAll(asst("toolu_3", said), user("toolu_3")), trim, []Rule{RuleBlockRemoved}},
+		{"white space removed without message removal", orig(blank + said), sentAll(asst("toolu_3", said), user("toolu_3")), Options{}, []Rule{RuleBlockRemoved}},
+		{"text gone with the round", orig(blank + think + said), sentAll(placeholder, note), trim, []Rule{RuleBlockChanged, RuleBlockRemoved}},
+		{"one of two texts gone with the round", orig(said + blank + said), sentAll(saidOnly, note), trim, []Rule{RuleBlockRemoved}},
+		{"kept round moved after a trimmed one", orig(blank + think + said),
+			req(goMsg, asst("toolu_1", ""), user("toolu_1"), saidOnly, note, asst("toolu_2", ""), user("toolu_2"), asst("toolu_4", ""), user("toolu_4")), trim, []Rule{RuleMessageAdded, RuleMessageAdded}},
+		{"trimmed message duplicated", orig(blank + think + said), sentAll(saidOnly, note, saidOnly, note), trim, []Rule{RuleMessageAdded, RuleMessageAdded}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := Request([]byte(tc.sent)); err != nil {
+				t.Fatalf("the rewrite is not a valid request: %v", err)
+			}
+			err := Rewrite([]byte(tc.orig), []byte(tc.sent), tc.opts)
+			if testing.Verbose() && err != nil {
+				t.Log(err)
+			}
+			if d := cmp.Diff(tc.want, rulesOf(t, err)); d != "" {
+				t.Errorf("rules (-want +got):\n%s\nerror: %v", d, err)
+			}
+		})
+	}
+}

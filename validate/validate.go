@@ -70,12 +70,14 @@
 //     messages may be removed, and tool_use / tool_result blocks may be
 //     removed from messages that stay, but only as whole tool rounds: a
 //     removed tool_use takes every tool_result answering it with it, and
-//     the other way round. Nothing of the current turn (the latest
-//     assistant message and everything after it; the last message if there
-//     is no assistant message) is ever removed. Messages are aligned by the
-//     tool ids and thinking blocks they hold, else by their other blocks,
-//     matching from the end: of identical original messages the older
-//     ones count as removed.
+//     the other way round; a text block of white space alone may go with
+//     a tool round removed from its message (the API refuses a message
+//     left with nothing else). Nothing of the current turn (the latest
+//     assistant message and everything after it; the last message if
+//     there is no assistant message) is ever removed. Messages are
+//     aligned by the tool ids and thinking blocks they hold, else by
+//     their other blocks, matching from the end: of identical original
+//     messages the older ones count as removed.
 //   - Within a message, members other than content are byte-identical, and
 //     blocks are byte-identical except:
 //     tool_result content may change (it stays a string or an array, with

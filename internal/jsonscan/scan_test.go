@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -162,6 +163,16 @@ func FuzzQuote(f *testing.F) {
 	})
 }
 
+// fuzzLiterals returns the string literals a fuzz input s stands for:
+// s quoted, and s itself when it is one literal the scanner accepts.
+func fuzzLiterals(s string) [][]byte {
+	lits := [][]byte{AppendQuote(nil, s)}
+	if v, err := Value([]byte(s), 0); err == nil && v.Start == 0 && v.End == len(s) && s[0] == '"' {
+		lits = append(lits, []byte(s))
+	}
+	return lits
+}
+
 // FuzzUnquote: Unquote agrees with encoding/json on every literal the
 // scanner accepts, with AppendQuote's output and with heavily escaped
 // forms.
@@ -170,16 +181,62 @@ func FuzzUnquote(f *testing.F) {
 	f.Add("\"\xff\xfe bad utf8\"")
 	f.Add(`"plain text, long enough to take the bulk path of the decoder"`)
 	f.Fuzz(func(t *testing.T, s string) {
-		lits := [][]byte{AppendQuote(nil, s)}
-		if v, err := Value([]byte(s), 0); err == nil && v.Start == 0 && v.End == len(s) && s[0] == '"' {
-			lits = append(lits, []byte(s))
-		}
-		for _, lit := range lits {
+		for _, lit := range fuzzLiterals(s) {
 			var want string
 			werr := json.Unmarshal(lit, &want)
 			got, gerr := Unquote(lit)
 			if (werr == nil) != (gerr == nil) || (werr == nil && got != want) {
 				t.Fatalf("Unquote(%q) = %q, %v; encoding/json: %q, %v", lit, got, gerr, want, werr)
+			}
+		}
+	})
+}
+
+// Blank reads white space as written, plain or escaped; anything else,
+// and what is not a string literal, is not blank.
+func TestBlank(t *testing.T) {
+	for _, tc := range []struct {
+		lit  string
+		want bool
+	}{
+		{`""`, true},
+		{`" "`, true},
+		{`"\n\n"`, true},
+		{`" \t\r\n\f "`, true},
+		{`"\u0020\u00a0\u2028"`, true},
+		{"\"\u00a0\u3000\"", true}, // raw UTF-8 NBSP and ideographic space
+		{`"\n.\n"`, false},
+		{`"x"`, false},
+		{`"\b"`, false}, // backspace is a control character, not space
+		{`"\/"`, false},
+		{`"\ud800"`, false},
+		{`"\u00"`, false},
+		{`"\`, false},
+		{`"`, false},
+		{` `, false},
+		{`null`, false},
+		{"\"\t\"", false}, // a raw tab is not JSON
+		{"\"\xff\"", false},
+	} {
+		if got := Blank([]byte(tc.lit)); got != tc.want {
+			t.Errorf("Blank(%q) = %v, want %v", tc.lit, got, tc.want)
+		}
+	}
+}
+
+// FuzzBlank: Blank agrees with the decoded string on every literal the
+// scanner accepts.
+func FuzzBlank(f *testing.F) {
+	f.Add(`"\n \u00a0\u2029"`)
+	f.Add(`" \u0009x"`)
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, lit := range fuzzLiterals(s) {
+			dec, err := Unquote(lit)
+			if err != nil {
+				continue
+			}
+			if want := strings.TrimFunc(dec, unicode.IsSpace) == ""; Blank(lit) != want {
+				t.Fatalf("Blank(%q) = %v; the decoded %q is blank: %v", lit, !want, dec, want)
 			}
 		}
 	})

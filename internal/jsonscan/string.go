@@ -3,6 +3,7 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/binary"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -143,6 +144,50 @@ func appendRun(dst, raw []byte, i, end int) ([]byte, error) {
 		}
 	}
 	return dst, nil
+}
+
+// Blank reports whether the JSON string literal q (quotes included)
+// decodes to white space alone (unicode.IsSpace), or to nothing: the text
+// the Messages API refuses as a message's only content. It reads q as
+// written (plain or escaped white space), stops at the first other
+// character and allocates nothing; what is not a literal is not blank.
+func Blank(q []byte) bool {
+	if len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
+		return false
+	}
+	raw := q[1 : len(q)-1]
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == ' ':
+			i++
+		case c == '\\':
+			if i+1 >= len(raw) {
+				return false
+			}
+			switch raw[i+1] {
+			case 'n', 't', 'r', 'f':
+				i += 2
+			case 'u':
+				r, ok := hex4(raw, i+2)
+				if !ok || utf16.IsSurrogate(r) || !unicode.IsSpace(r) {
+					return false
+				}
+				i += 6
+			default:
+				return false
+			}
+		case c < utf8.RuneSelf:
+			return false // raw control characters are not JSON
+		default:
+			r, n := utf8.DecodeRune(raw[i:])
+			if !unicode.IsSpace(r) {
+				return false
+			}
+			i += n
+		}
+	}
+	return true
 }
 
 func hex4(b []byte, i int) (rune, bool) {

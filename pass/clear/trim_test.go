@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 
 	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/transcript"
 	"github.com/ctxguard/ctxguard/validate"
 )
 
@@ -95,4 +100,105 @@ func TestTrim(t *testing.T) {
 			t.Errorf("note does not name blob %s", id)
 		}
 	}
+}
+
+// TestTrimBlankText: Claude Code sends a text of white space alone
+// ("\n\n") before the thinking and tool calls of an assistant message.
+// Where trimming drops such a round, the Messages API would refuse the
+// message left holding only that text, so it goes with the round; the
+// Responses API's message items and Chat Completions' content stay as
+// they are. Every protocol's rewrite is valid by its validator.
+func TestTrimBlankText(t *testing.T) {
+	big := strings.Repeat("output line with some words in it\n", 120)
+	var jsonl strings.Builder
+	line := func(typ, msg string) {
+		jsonl.WriteString(`{"type":"` + typ + `","sessionId":"s","message":` + msg + "}\n")
+	}
+	line("user", `{"role":"user","content":"start the task"}`)
+	for i := range 12 {
+		id := fmt.Sprintf("toolu_%03d", i)
+		blocks := `{"type":"tool_use","id":"` + id + `","name":"Bash","input":{"command":"step"}}`
+		switch i {
+		case 0, 2: // white space alone beside the call
+			blocks = `{"type":"text","text":"\n\n"},{"type":"thinking","thinking":"plan","signature":"c2ln` + id + `"},` + blocks
+		case 1: // white space and text
+			blocks = `{"type":"text","text":"\n\n"},{"type":"thinking","thinking":"plan more","signature":"c2ln1"},{"type":"text","text":"checking the build"},` + blocks
+		}
+		line("assistant", `{"id":"msg_`+id+`","model":"claude-opus-4-6","role":"assistant","content":[`+blocks+`]}`)
+		line("user", `{"role":"user","content":[{"type":"tool_result","tool_use_id":"`+id+`","content":`+q(big)+`}]}`)
+	}
+	line("assistant", `{"id":"msg_end","model":"claude-opus-4-6","role":"assistant","content":[{"type":"text","text":"done"}]}`)
+	ss := transcript.ParseClaudeCode([]byte(jsonl.String()), "s.jsonl", transcript.Options{})
+	if len(ss) != 1 || ss[0].Stats.Repairs.Total() != 0 {
+		t.Fatalf("transcript: %d sessions, %+v", len(ss), ss[0].Stats)
+	}
+	// One event drops rounds 0-2 as one run (the first goes whole, the
+	// second keeps its text, the last holds the note), another rounds 4-6.
+	cfg := testConfig()
+	cfg.Trigger = model.Tokens(6000)
+	cfg.ClearAtLeast = model.Tokens(3000)
+	cfg.Trim = Trim{Enabled: true, KeepRounds: 3}
+	pc := propConfig{cfg: cfg}
+	for _, w := range wires {
+		t.Run(w.name, func(t *testing.T) {
+			b, err := transcript.NewBuilder(ss[0], transcript.BuildOptions{Protocol: w.name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := b.Request(b.Len() - 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := w.proto.Parse(r.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			blankBefore := blankTexts(c)
+			p, err := New(cfg, &store.Blobs{Store: store.NewMemory()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := pipeline.New(nil, p).Run(&pipeline.Request{Conv: c})
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			if err := w.valid(pc, r.Body, res.Body); err != nil {
+				t.Fatalf("invalid rewrite: %v", err)
+			}
+			body := string(res.Body)
+			for _, id := range []string{"toolu_000", "toolu_001", "toolu_002"} {
+				if strings.Contains(body, id) {
+					t.Fatalf("round %s was not trimmed", id)
+				}
+			}
+			if !strings.Contains(body, "checking the build") {
+				t.Error("text next to a dropped call was lost")
+			}
+			sent, err := w.proto.Parse(res.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := blankBefore
+			if w.proto == anthropic.Protocol {
+				want = 0
+			}
+			if got := blankTexts(sent); blankBefore == 0 || got != want {
+				t.Errorf("%d texts of white space alone, want %d (the original: %d)", got, want, blankBefore)
+			}
+		})
+	}
+}
+
+// blankTexts counts the text blocks of c's messages that hold white space
+// alone ("" not counted: Chat Completions' content beside tool calls).
+func blankTexts(c *conversation.Conversation) int {
+	n := 0
+	for _, m := range c.Messages {
+		for _, b := range m.Blocks {
+			if b.Kind == conversation.Text && b.Text.Len() > 2 && jsonscan.Blank(c.Bytes(b.Text)) {
+				n++
+			}
+		}
+	}
+	return n
 }
