@@ -19,6 +19,7 @@
 package conversation
 
 import (
+	"strconv"
 	"unsafe"
 
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
@@ -69,8 +70,14 @@ const (
 	Document
 )
 
+var kindNames = [...]string{"opaque", "text", "tool_call", "tool_result", "thinking", "redacted_thinking", "image", "document"}
+
+// String returns the kind's name, or "kind(N)" for a value no kind has.
 func (k Kind) String() string {
-	return [...]string{"opaque", "text", "tool_call", "tool_result", "thinking", "redacted_thinking", "image", "document"}[k]
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // Conversation is one request's messages, found as byte spans.

@@ -1,20 +1,14 @@
 package model
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestLookup(t *testing.T) {
 	for _, tc := range []struct {
@@ -357,26 +351,84 @@ func FuzzParseAmount(f *testing.F) {
 	})
 }
 
-func TestRegistryGolden(t *testing.T) {
-	var buf bytes.Buffer
-	for _, in := range Default().Models() {
-		fmt.Fprintf(&buf, "%-22s %-9s window=%-9d long=%-9d max_output=%-7d binding=%v\n", in.ID, in.Provider, in.Window, in.LongWindow, in.MaxOutput, in.Binding)
+// TestRegistryTable states what the embedded table must be rather than
+// reprinting it: invariants every entry keeps, the sets the sources
+// define (the models that bind thinking, those with a long window), and
+// figures checked by hand against the source named next to each.
+func TestRegistryTable(t *testing.T) {
+	models := Default().Models()
+	if len(models) == 0 {
+		t.Fatal("the registry is empty")
 	}
-	path := filepath.Join("testdata", "registry.golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
+	seen := map[string]bool{}
+	var binding, long []string
+	for _, in := range models {
+		if in.ID == "" || seen[in.ID] {
+			t.Errorf("entry %q: empty or repeated id", in.ID)
 		}
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
+		seen[in.ID] = true
+		// An entry Lookup could not find as itself would be dead weight.
+		if got := Lookup(in.ID); got.ID != in.ID || !got.Known {
+			t.Errorf("%s: Lookup finds %q (known %v)", in.ID, got.ID, got.Known)
+		}
+		switch in.Provider {
+		case Anthropic, OpenAI, Google:
+		default:
+			t.Errorf("%s: provider %q is not a vendor", in.ID, in.Provider)
+		}
+		if f := Family(in.ID); f != string(in.Provider) {
+			t.Errorf("%s: family %q, provider %q", in.ID, f, in.Provider)
+		}
+		// Every window today is between 128K and about 1M; a figure off
+		// by a digit lands outside.
+		if in.Window < 100_000 || in.Window > 2_000_000 {
+			t.Errorf("%s: window %d is implausible", in.ID, in.Window)
+		}
+		if in.MaxOutput < 4_096 || in.MaxOutput >= in.Window {
+			t.Errorf("%s: max output %d is implausible for a %d window", in.ID, in.MaxOutput, in.Window)
+		}
+		if in.LongWindow != 0 {
+			if in.LongWindow <= in.Window {
+				t.Errorf("%s: long window %d is not above the window %d", in.ID, in.LongWindow, in.Window)
+			}
+			long = append(long, in.ID)
+		}
+		if in.Binding {
+			binding = append(binding, in.ID)
 		}
 	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update)", err)
+	// The models whose thinking blocks are bound to their prefix: the
+	// supportedModels of
+	// https://platform.claude.com/docs/en/build-with-claude/preserved-thinking/prefix-checks.
+	wantBinding := []string{"claude-fable-5-1", "claude-fable-5-2", "claude-haiku-5-5", "claude-mythos-5-1", "claude-mythos-5-2", "claude-opus-5-5", "claude-sonnet-5-5"}
+	if d := cmp.Diff(wantBinding, binding); d != "" {
+		t.Errorf("binding models (-documented +table):\n%s", d)
 	}
-	if d := cmp.Diff(string(want), buf.String()); d != "" {
-		t.Errorf("registry changed (-golden +now); run go test -update if intended:\n%s", d)
+	// The models the context-1m-2025-08-07 beta opens to 1M
+	// (platform.claude.com/docs/en/build-with-claude/context-windows).
+	if d := cmp.Diff([]string{"claude-sonnet-4", "claude-sonnet-4-5"}, long); d != "" {
+		t.Errorf("models with a long window (-documented +table):\n%s", d)
+	}
+	// Figures read from the sources by hand (TestLookup checks more).
+	for _, tc := range []struct {
+		source string
+		want   Info
+	}{
+		{"models/haiku-5-5/overview: 1M / 128K", Info{ID: "claude-haiku-5-5", Provider: Anthropic, Window: 1_000_000, MaxOutput: 128_000, Binding: true, Known: true}},
+		{"fable-5 introduction: 1M / 128K, no binding before 5.1", Info{ID: "claude-mythos-5", Provider: Anthropic, Window: 1_000_000, MaxOutput: 128_000, Known: true}},
+		{"tygartmedia.com table: Sonnet 4.6 1M / 64K", Info{ID: "claude-sonnet-4-6", Provider: Anthropic, Window: 1_000_000, MaxOutput: 64_000, Known: true}},
+		{"legacy model table: Haiku 3.5 200K / 8,192", Info{ID: "claude-3-5-haiku", Provider: Anthropic, Window: 200_000, MaxOutput: 8_192, Known: true}},
+		{"legacy model table: Sonnet 3.7 200K / 64K", Info{ID: "claude-3-7-sonnet", Provider: Anthropic, Window: 200_000, MaxOutput: 64_000, Known: true}},
+		{"docs.oxen.ai: GPT-5.5 1,050,000 / 128,000", Info{ID: "gpt-5.5", Provider: OpenAI, Window: 1_050_000, MaxOutput: 128_000, Known: true}},
+		{"GPT-4.1: 1,047,576 / 32,768", Info{ID: "gpt-4.1", Provider: OpenAI, Window: 1_047_576, MaxOutput: 32_768, Known: true}},
+		{"o3: 200,000 / 100,000", Info{ID: "o3", Provider: OpenAI, Window: 200_000, MaxOutput: 100_000, Known: true}},
+		{"gpt-5.1-chat-latest: 128,000 / 16,384", Info{ID: "gpt-5.1-chat-latest", Provider: OpenAI, Window: 128_000, MaxOutput: 16_384, Known: true}},
+		{"ai.google.dev models/gemini-2.5-pro: 1,048,576 / 65,536", Info{ID: "gemini-2.5-pro", Provider: Google, Window: 1_048_576, MaxOutput: 65_536, Known: true}},
+		{"vercel.com gemini-3.8-flash: 1,000,000 / 65,536", Info{ID: "gemini-3.8-flash", Provider: Google, Window: 1_000_000, MaxOutput: 65_536, Known: true}},
+	} {
+		if d := cmp.Diff(tc.want, Lookup(tc.want.ID)); d != "" {
+			t.Errorf("%s (%s) (-source +table):\n%s", tc.want.ID, tc.source, d)
+		}
 	}
 }
 
