@@ -377,7 +377,7 @@ func TestSharedDataCodex(t *testing.T) {
 		}
 	}
 	rep := replayDefaults(t, ss)
-	t.Logf("tokens %.3f cost %.3f events %d invalid %d usd %.2f/%.2f", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.Events, rep.Total.Invalid, rep.Total.SentUSD, rep.Total.OrigUSD)
+	t.Logf("tokens %.3f cost %.3f events %d invalid %d usd %.2f/%.2f quotes %+v", rep.Total.TokenRatio, rep.Total.CostRatio, rep.Total.Events, rep.Total.Invalid, rep.Total.SentUSD, rep.Total.OrigUSD, rep.Total.Quotes)
 	if rep.Total.Invalid != 0 || rep.Total.OrigEvents != 0 || len(rep.Unpriced) != 0 {
 		t.Errorf("invalid %d, original breaks %d, unpriced %v", rep.Total.Invalid, rep.Total.OrigEvents, rep.Unpriced)
 	}
@@ -387,6 +387,11 @@ func TestSharedDataCodex(t *testing.T) {
 	}
 	if rep.Total.TokenRatio >= 1 || costly {
 		t.Errorf("no saving: tokens %v cost %v", rep.Total.TokenRatio, rep.Total.CostRatio)
+	}
+	// The rollouts record each request's output items: quote retention
+	// is measured on them.
+	if q := rep.Total.Quotes; q.Quotes == 0 || q.Lost != 0 {
+		t.Errorf("quotes %+v: none measured, or some lost", q)
 	}
 	withUsage := 0
 	for _, s := range rep.Sessions {

@@ -117,17 +117,28 @@ func generatedIn(t testing.TB, w wire, seed uint64, opt sessiongen.Options) []st
 func TestPropertiesProtocols(t *testing.T) {
 	t.Parallel()
 	pcs := append(propConfigs()[1:5], trimConfig())
+	readsFrom := len(pcs) // the read rule's configurations follow
+	pcs = append(pcs, readsConfigs()...)
 	for _, w := range wires {
 		t.Run(w.name, func(t *testing.T) {
-			var total propStats
-			for _, pc := range pcs {
+			var total, reads propStats
+			for i, pc := range pcs {
 				for seed := range uint64(wireSessions()) {
 					reqs := generatedIn(t, w, seed, sessiongen.Options{MaxResult: 30_000})
-					total.add(checkWireStream(t, w, pc, fmt.Sprintf("%s seed %d", w.name, seed), reqs))
+					st := checkWireStream(t, w, pc, fmt.Sprintf("%s seed %d", w.name, seed), reqs)
+					total.add(st)
+					if i >= readsFrom {
+						reads.add(st)
+					}
 					if t.Failed() {
 						return
 					}
 				}
+			}
+			// The read rule's cases: reads kept past the boundary, and
+			// later cleared.
+			if reads.keptReads == 0 || reads.releasedReads == 0 {
+				t.Errorf("%s: %d reads kept, %d released under %d read configurations: the rule is not tested", w.name, reads.keptReads, reads.releasedReads, len(readsConfigs()))
 			}
 			if longRun() {
 				// The shipped defaults on long sessions with Claude
