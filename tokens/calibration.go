@@ -3,6 +3,7 @@ package tokens
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -334,9 +335,11 @@ func (c *Calibration) factorLocked(key string) (float64, string) {
 	}
 	ff, cached := c.families[fam]
 	if !cached || ff.gen != c.gen {
+		// The models in a fixed order: the fit's float sums, and so the
+		// factor, do not depend on the map's order.
 		var pool [][2]int
-		for k, s := range c.byModel {
-			if len(s.Growth) > 0 && model.Family(k) == fam {
+		for _, k := range slices.Sorted(maps.Keys(c.byModel)) {
+			if s := c.byModel[k]; len(s.Growth) > 0 && model.Family(k) == fam {
 				pool = append(pool, s.Growth...)
 			}
 		}
