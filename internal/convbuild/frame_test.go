@@ -17,8 +17,8 @@ import (
 // toy is the smallest adapter built on the frame, so the tests see the
 // frame alone: {"list":[{"role":"user"|"assistant","content":C},...]}
 // where C is a string (one Text block) or an array whose elements are
-// {"call":id} (a ToolCall), {"result":id} (a ToolResult whose parts are
-// its "parts" array's strings) or anything else (Opaque). "meta" is
+// strings (Text), {"call":id} (a ToolCall), {"result":id} (a ToolResult
+// whose parts are its "parts" array's strings) or anything else (Opaque). "meta" is
 // Metadata, "tools" Tools.
 type toy struct {
 	Frame
@@ -101,7 +101,10 @@ func (p *toy) block(v int) (int, error) {
 	}
 	blk := conversation.Block{Kind: conversation.Opaque, Span: s, Call: [2]int{-1, -1}}
 	firstPart := len(p.Bld.Parts)
-	if jsonscan.KindOf(p.B, s) == jsonscan.Object {
+	switch jsonscan.KindOf(p.B, s) {
+	case jsonscan.String:
+		blk.Kind, blk.Text = conversation.Text, s
+	case jsonscan.Object:
 		if id, err := jsonscan.Lookup(p.B, s, "call"); err == nil {
 			blk.Kind, blk.ID, blk.Name = conversation.ToolCall, id, id
 		} else if id, err := jsonscan.Lookup(p.B, s, "result"); err == nil {
