@@ -49,7 +49,6 @@ import (
 	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
-	"github.com/ctxguard/ctxguard/validate"
 )
 
 // BypassHeader, set to 1 on a request, makes ctxguard forward it untouched.
@@ -872,6 +871,8 @@ func (g *Guard) Handler() (*proxy.Proxy, error) {
 		MaxBody:     cfg.MaxBody,
 		MaxBuffered: cfg.Limits.MaxBuffered,
 		AuthToken:   cfg.AuthToken,
+		LocalAuth:   g.localAuth,
+		SignIn:      signInPath,
 		Timeouts:    proxyTimeouts(cfg.Timeouts),
 		Logger:      g.log,
 		Rewriter:    g,
@@ -975,22 +976,4 @@ func (j *janitor) tick(g *Guard, now time.Time) {
 		j.released = true
 		g.log.Debug("idle: memory handed back", "memo_bytes_freed", freed)
 	}
-}
-
-// Allowed returns what a rewrite under cfg may change besides tool results,
-// in the validator's terms: tests and replays check every rewritten
-// request with validate.Rewrite(orig, sent, Allowed(cfg)).
-func Allowed(cfg config.Config) validate.Options {
-	c := cfg.Clear
-	o := validate.Options{AllowTopLevel: anthropic.SettingsMembers}
-	if c.Enabled {
-		o.AllowInputEdits = len(c.ClearInputs) > 0
-		o.AllowThinkingRemoval = c.Thinking
-		o.AllowCacheMarkers = c.CacheMarker
-		o.AllowMessageRemoval = c.Trim.Enabled
-		o.AllowRoundTrimming = c.Trim.Enabled
-	}
-	o.AllowCompaction = cfg.Compact.Enabled
-	o.AllowThinkingRemoval = o.AllowThinkingRemoval || cfg.ThinkingGuard.Enabled
-	return o
 }

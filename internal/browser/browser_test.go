@@ -28,10 +28,10 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/dashboard"
+	"github.com/ctxguard/ctxguard/dashboard/chart"
 	"github.com/ctxguard/ctxguard/internal/testtool"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/openaitest"
-	"github.com/ctxguard/ctxguard/replay/chart"
 )
 
 // The client's credentials: recognisable, so that the test can show
@@ -307,6 +307,9 @@ func startServe(t *testing.T, cfg config.Config) string {
 	defer logf.Close()
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--config", file)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if cfg.AuthToken != "" { // the YAML has it redacted
+		cmd.Env = append(os.Environ(), "CTXGUARD_AUTH_TOKEN="+cfg.AuthToken)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

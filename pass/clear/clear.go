@@ -15,6 +15,7 @@ package clear
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"path"
 	"slices"
 	"strings"
@@ -71,20 +72,60 @@ type Config struct {
 	// fewer than 4) on the last block before the cleared boundary, so
 	// the prefix before the next event stays cached.
 	CacheMarker bool `yaml:"cache_marker"`
+	// Reads keeps the files an agent read for longer than the rest of
+	// its tool output: it quotes them back (an edit quotes the lines it
+	// replaces) long after it read them.
+	Reads Reads `yaml:"reads"`
 	// Trim drops whole cleared tool rounds instead of leaving stubs
-	// (Antigravity's tool-round trimming). Off by default.
+	// (Antigravity's tool-round trimming).
 	Trim Trim `yaml:"trim"`
 }
 
+// Reads configures how long file reads stay. A read is the result of a
+// call to one of Tools; the same call made again (the same tool with the
+// same input) supersedes it, since its answer is the newer text of the
+// file. An event keeps the reads it would clear while they are among the
+// newest reads, not superseded and still sent, whose tokens add up to at
+// most KeepTokens (counted from the newest read back, whether or not
+// the newest are past the clear boundary); the others are cleared as
+// usual. A read kept at one event may be cleared at a later one, when
+// newer reads have filled the budget or a re-read superseded it; a
+// cleared read is never sent again.
+type Reads struct {
+	// Tools lists globs (path.Match) of the tools whose results are file
+	// reads (results of tools that are not cleared at all, by Tools and
+	// ExcludeTools of Config, need no rule).
+	Tools []string `yaml:"tools"`
+	// Commands lists the shell commands that print files (a program and
+	// its leading flags: "cat", "sed -n"): a call of any tool whose input
+	// holds a command ("command" or "cmd", a string or an argv array such
+	// as ["bash", "-lc", "..."]) that is one of them, after any leading
+	// "cd DIR &&", is a read. A command that also does something else
+	// (;, &&, ||, a redirection, a substitution) is not; a pipe is (it
+	// filters the file's text).
+	Commands []string `yaml:"commands"`
+	// KeepTokens bounds the reads kept (tokens, or a fraction of the
+	// model's window); 0 keeps none past the clear boundary.
+	KeepTokens model.Amount `yaml:"keep_tokens"`
+	// MaxShare caps KeepTokens (a fraction of the model's window, or
+	// tokens; 0: no cap). In a small window the newest reads would crowd
+	// the newest history that compaction keeps and make it compact more
+	// often.
+	MaxShare model.Amount `yaml:"max_share"`
+}
+
 // Defaults returns the clearing configuration ctxguard ships with. The
-// figures come from replaying the real Claude Code sessions in the
-// project's data (see the README): they cut tokens and cache-aware cost
-// together while every stub still says where its content went.
+// figures come from replaying the real Claude Code and Codex sessions in
+// the project's data (see docs/results.md): they cut tokens and cache-aware
+// cost together while every stub still says where its content went. What
+// agents quote back long after reading it is file text (an edit quotes
+// the lines it replaces), so beyond the newest two tool calls only the
+// newest file reads stay.
 func Defaults() Config {
 	return Config{
 		Enabled:      true,
 		Trigger:      model.Tokens(8_000),
-		KeepTokens:   model.Tokens(3_000),
+		KeepTokens:   model.Tokens(0),
 		KeepUses:     2,
 		ClearAtLeast: model.Tokens(6_000),
 		Payback:      10,
@@ -93,14 +134,20 @@ func Defaults() Config {
 		MinTokens:    30,
 		Thinking:     true,
 		CacheMarker:  true,
-		Trim:         Trim{Enabled: true, KeepRounds: 5},
+		Reads: Reads{
+			Tools:      []string{"Read", "read", "read_file"},
+			Commands:   []string{"cat", "head", "tail", "nl", "sed -n", "bat"},
+			KeepTokens: model.Tokens(10_000),
+			MaxShare:   model.Fraction(0.08),
+		},
+		Trim: Trim{Enabled: true, KeepRounds: 5},
 	}
 }
 
 // Validate reports every problem in c, joined, or nil.
 func (c Config) Validate() error {
 	var errs []error
-	for name, a := range map[string]model.Amount{"trigger": c.Trigger, "keep_tokens": c.KeepTokens, "clear_at_least": c.ClearAtLeast} {
+	for name, a := range map[string]model.Amount{"trigger": c.Trigger, "keep_tokens": c.KeepTokens, "clear_at_least": c.ClearAtLeast, "reads.keep_tokens": c.Reads.KeepTokens, "reads.max_share": c.Reads.MaxShare} {
 		if err := a.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
@@ -110,11 +157,16 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %d is negative", name, v))
 		}
 	}
-	for _, list := range [][]string{c.Tools, c.ExcludeTools, c.ClearInputs} {
+	for _, list := range [][]string{c.Tools, c.ExcludeTools, c.ClearInputs, c.Reads.Tools} {
 		for _, g := range list {
 			if _, err := path.Match(g, ""); err != nil {
 				errs = append(errs, fmt.Errorf("bad tool glob %q: %w", g, err))
 			}
+		}
+	}
+	for _, cmd := range c.Reads.Commands {
+		if cmd == "" || strings.TrimSpace(cmd) != cmd {
+			errs = append(errs, fmt.Errorf("reads.commands: %q is empty or has surrounding space", cmd))
 		}
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
@@ -133,6 +185,15 @@ func (c Config) Validate() error {
 type Trim struct {
 	Enabled    bool `yaml:"enabled"`
 	KeepRounds int  `yaml:"keep_rounds"`
+}
+
+// budget is the read budget in a window of w tokens.
+func (r Reads) budget(w int) int {
+	b := r.KeepTokens.Resolve(w)
+	if !r.MaxShare.IsZero() {
+		b = min(b, r.MaxShare.Resolve(w))
+	}
+	return b
 }
 
 // Pass is the compiled clearing pass. It is safe for concurrent use.
@@ -154,7 +215,8 @@ func New(cfg Config, blobs *store.Blobs) (*Pass, error) {
 	p := &Pass{cfg: cfg, blobs: blobs}
 	p.tools.decide = func(name string) toolRule {
 		excl := match(cfg.ExcludeTools, name)
-		return toolRule{result: match(cfg.Tools, name) && !excl, input: match(cfg.ClearInputs, name) && !excl}
+		res := match(cfg.Tools, name) && !excl
+		return toolRule{result: res, input: match(cfg.ClearInputs, name) && !excl, read: res && match(cfg.Reads.Tools, name)}
 	}
 	return p, nil
 }
@@ -177,6 +239,7 @@ func (p *Pass) limits(env *pipeline.Env) limits {
 		payback:      p.cfg.Payback,
 		write:        write,
 		read:         read,
+		readTokens:   p.cfg.Reads.budget(w),
 	}
 }
 
@@ -224,12 +287,13 @@ const memoKey = "clear/analysis"
 type analysis struct {
 	costs []msgCost
 	items []item
+	reads []read // the items that are file reads (Config.Reads)
 	base  int
 }
 
 // Footprint implements pipeline.Footprinter.
 func (a *analysis) Footprint() int {
-	return cap(a.costs)*int(unsafe.Sizeof(msgCost{})) + cap(a.items)*int(unsafe.Sizeof(item{}))
+	return cap(a.costs)*int(unsafe.Sizeof(msgCost{})) + cap(a.items)*int(unsafe.Sizeof(item{})) + cap(a.reads)*int(unsafe.Sizeof(read{}))
 }
 
 func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
@@ -252,6 +316,12 @@ func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
 				break
 			}
 			a.items = append(a.items, it)
+		}
+		for _, rd := range prev.reads {
+			if rd.msg >= from {
+				break
+			}
+			a.reads = append(a.reads, rd)
 		}
 	}
 	if r.Memo != nil {
@@ -313,6 +383,9 @@ func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
 				if err == nil && p.clearsResult(c, b, t) {
 					mc.clearable += t
 					mc.stubbed += stubTokens + blockTokens
+					if p.tools.of(c, b).read || p.readsCommand(c, b) {
+						a.reads = append(a.reads, read{item: len(a.items), msg: mi, tok: t, saved: t - stubTokens, key: callKey(c, b)})
+					}
 					a.items = append(a.items, item{mi, bi, kindResult})
 					mc.tok += t + blockTokens
 					continue
@@ -343,6 +416,91 @@ func (p *Pass) clearsResult(c *conversation.Conversation, b *conversation.Block,
 	return p.tools.of(c, b).result
 }
 
+// readsCommand reports whether tool result b answers a shell command
+// that prints a file (Reads.Commands).
+func (p *Pass) readsCommand(c *conversation.Conversation, b *conversation.Block) bool {
+	if len(p.cfg.Reads.Commands) == 0 {
+		return false
+	}
+	body, in := c.Input(&c.Messages[b.Call[0]].Blocks[b.Call[1]])
+	if in.IsZero() || jsonscan.KindOf(body, in) != jsonscan.Object {
+		return false
+	}
+	cmd := shellCommand(body, in)
+	if cmd == "" {
+		return false
+	}
+	return printsFile(cmd, p.cfg.Reads.Commands)
+}
+
+// shellCommand returns the command a tool input object holds: its
+// "command" or "cmd" member, a string, or an argv array (the script of
+// ["bash", "-lc", script], else the words joined by spaces); "" if none.
+func shellCommand(body []byte, in conversation.Span) string {
+	for _, key := range []string{"command", "cmd"} {
+		v, err := jsonscan.Lookup(body, in, key)
+		if err != nil {
+			continue
+		}
+		switch jsonscan.KindOf(body, v) {
+		case jsonscan.String:
+			s, _ := jsonscan.Unquote(v.Bytes(body))
+			return s
+		case jsonscan.Array:
+			var words []string
+			it := jsonscan.Elements(body, v)
+			for e, ok := it.NextElement(); ok; e, ok = it.NextElement() {
+				w, err := jsonscan.Unquote(e.Bytes(body))
+				if err != nil {
+					return ""
+				}
+				words = append(words, w)
+			}
+			if len(words) == 3 && (words[1] == "-lc" || words[1] == "-c") {
+				return words[2]
+			}
+			return strings.Join(words, " ")
+		}
+	}
+	return ""
+}
+
+// printsFile reports whether shell command cmd is one of the programs
+// (with their leading flags) in progs, after any leading "cd DIR &&",
+// and does nothing else: no command list (;, &&, ||), no redirection,
+// no substitution. A pipe is allowed: it filters the file's text.
+func printsFile(cmd string, progs []string) bool {
+	cmd = strings.TrimSpace(cmd)
+	for strings.HasPrefix(cmd, "cd ") {
+		i := strings.Index(cmd, "&&")
+		if i < 0 {
+			return false
+		}
+		cmd = strings.TrimSpace(cmd[i+2:])
+	}
+	if strings.ContainsAny(cmd, ";><`\n") || strings.Contains(cmd, "&&") || strings.Contains(cmd, "||") || strings.Contains(cmd, "$(") {
+		return false
+	}
+	for _, p := range progs {
+		if rest, ok := strings.CutPrefix(cmd, p); ok && (rest == "" || rest[0] == ' ' || rest[0] == '\t') {
+			return true
+		}
+	}
+	return false
+}
+
+// callKey identifies the call tool result b answers by its tool's name
+// and its input as sent: the same call made again has the same key. It
+// is a fixed function of those bytes (FNV-1a), the same in every process.
+func callKey(c *conversation.Conversation, b *conversation.Block) uint64 {
+	call := &c.Messages[b.Call[0]].Blocks[b.Call[1]]
+	h := fnv.New64a()
+	h.Write(c.Bytes(call.Name))
+	h.Write([]byte{0})
+	h.Write(c.Bytes(call.Input))
+	return h.Sum64()
+}
+
 // clearsInput reports whether tool call b's input (of t tokens) is one
 // to clear, and returns it as Conversation.Input does, so that it is
 // decoded once: an input sent in a string (OpenAI's arguments) costs a
@@ -369,8 +527,7 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 	if err != nil {
 		return nil, err
 	}
-	pn := newPlanner(0, a.costs)
-	pl := pn.run(a.costs, p.limits(r.Env))
+	pn, pl := p.plan(a, r.Env)
 	r.Sizes = newSizes(pn, pl, a.costs)
 	if n := len(pl.events); n > 0 && pl.events[n-1].at == len(r.Conv.Messages) {
 		r.Note("edit-event")
@@ -388,6 +545,13 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 		r.Require(conversation.DropInvalidThinking)
 	}
 	return out, nil
+}
+
+// plan replays the history a describes under the limits for env.
+func (p *Pass) plan(a *analysis, env *pipeline.Env) (*planner, plan) {
+	pn := newPlanner(a.base, a.costs)
+	pn.reads = a.reads
+	return pn, pn.run(a.costs, p.limits(env))
 }
 
 // without returns the bytes of sp with the given members (key through

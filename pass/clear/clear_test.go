@@ -12,7 +12,7 @@ import (
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/validate"
 )
 
 // round is one tool round of a hand-made session.
@@ -322,9 +322,6 @@ func planOf(t *testing.T, cfg Config, body []byte) plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := p.analyze(&pipeline.Request{Conv: c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newPlanner(a.base, a.costs).run(a.costs, p.limits(nil))
+	_, pl := analyzed(t, p, c, nil)
+	return pl
 }

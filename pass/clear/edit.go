@@ -19,7 +19,14 @@ import (
 func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, error) {
 	c := r.Conv
 	var out []splice.Edit
-	runs := p.trimRuns(c, pl)
+	runs := p.trimRuns(c, a, pl)
+	var kept []int // items the latest event kept (file reads), ascending
+	if n := len(pl.kept); n > 0 {
+		for _, ri := range pl.kept[n-1] {
+			kept = append(kept, a.reads[ri].item)
+		}
+	}
+	firstItem := firstCleared(a, pl)
 	trimmed := func(mi int) bool {
 		for _, rn := range runs {
 			if mi >= rn[0] && mi <= rn[1] {
@@ -73,12 +80,17 @@ func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, 
 			if mi >= pl.clearTo {
 				continue
 			}
-			// The first cleared item of a session never changes (the
-			// cleared region only grows at its end), so its stub
-			// carries, once, the explanation of how to get a blob back;
-			// every other stub is short. (When trimming dropped it, the
-			// drop notes say it.)
-			first := it == 0
+			for len(kept) > 0 && kept[0] < it {
+				kept = kept[1:]
+			}
+			if len(kept) > 0 && kept[0] == it {
+				continue // a file read the latest event kept
+			}
+			// The first item the session's events cleared never changes
+			// (see firstCleared), so its stub carries, once, the
+			// explanation of how to get a blob back; every other stub is
+			// short. (When trimming dropped it, the drop notes say it.)
+			first := it == firstItem
 			b := &c.Messages[mi].Blocks[item.blk]
 			var e splice.Edit
 			var err error
@@ -116,6 +128,49 @@ func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, 
 	return out, nil
 }
 
+// firstCleared returns the index (in a.items) of the first item the
+// plan's events cleared: the lowest of those cleared by the earliest
+// event that cleared any. Later events never change it, since they only
+// add events after it. -1 if none.
+func firstCleared(a *analysis, pl plan) int {
+	from, it := 0, 0
+	var prev []int // reads the previous event kept
+	for k, e := range pl.events {
+		first := -1
+		// A read kept before and cleared now (prev is in item order).
+		for _, ri := range prev {
+			if !pl.keeps(k, ri) {
+				first = a.reads[ri].item
+				break
+			}
+		}
+		// The first item of the event's new region it did not keep.
+		for ; it < len(a.items) && a.items[it].msg < e.clearTo; it++ {
+			if a.items[it].msg >= from && !keptItem(a, pl, k, it) {
+				if first < 0 || it < first {
+					first = it
+				}
+				break
+			}
+		}
+		if first >= 0 {
+			return first
+		}
+		from, prev = e.clearTo, pl.kept[k]
+	}
+	return -1
+}
+
+// keptItem reports whether event k of pl kept item it (a file read).
+func keptItem(a *analysis, pl plan, k, it int) bool {
+	for _, ri := range pl.kept[k] {
+		if a.reads[ri].item == it {
+			return true
+		}
+	}
+	return false
+}
+
 // resultStub replaces a tool result's content with a stub naming the tool,
 // the size, and where the full text is kept.
 func (p *Pass) resultStub(r *pipeline.Request, b *conversation.Block, first bool) (splice.Edit, error) {
@@ -135,7 +190,7 @@ func (p *Pass) resultStub(r *pipeline.Request, b *conversation.Block, first bool
 
 // stub renders the text that replaces a cleared item.
 func (p *Pass) stub(what string, k store.Kept, first bool) string {
-	core := what + stub.Size(k.Chars) + " chars, blob " + k.ID + "]"
+	core := what + stub.Size(k.Chars) + " chars, blob " + p.blobs.Name(k.ID) + "]"
 	if first {
 		return "[ctxguard clears old tool output to keep this session small; each cleared item names a blob with its full text: " +
 			p.blobs.Howto() + ". This one: " + core

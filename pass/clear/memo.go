@@ -64,8 +64,9 @@ func (m *memo) put(k uint64, e stubEdit) {
 	m.m[k] = e
 }
 
-// toolRule is what the configuration says of one tool.
-type toolRule struct{ result, input bool }
+// toolRule is what the configuration says of one tool: its results may
+// be cleared, its inputs may be cleared, its results are file reads.
+type toolRule struct{ result, input, read bool }
 
 // toolRules caches toolRule by tool name, so matching the globs costs a
 // map lookup on the raw name bytes, without allocating, for every block of

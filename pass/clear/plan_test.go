@@ -1,6 +1,7 @@
 package clear
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -214,6 +215,195 @@ func TestSizes(t *testing.T) {
 			if got := s.Size(at, from); got != want {
 				t.Fatalf("request %d from %d: size %d, want %d", at, from, got, want)
 			}
+		}
+	}
+}
+
+// TestHold: which reads an event keeps past its clear boundary.
+func TestHold(t *testing.T) {
+	// Reads at messages 2, 4, ..., 20 of 500 tokens each, keys by letter.
+	reads := func(keys string) []read {
+		var out []read
+		for i, k := range keys {
+			out = append(out, read{item: i, msg: 2 + 2*i, tok: 500, saved: 500 - stubTokens, key: uint64(k)})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		keys    string
+		nr      int   // reads in the request
+		c       int   // the new clear boundary
+		clearTo int   // the old one
+		kept    []int // kept by the previous event
+		budget  int
+		want    []int
+	}{
+		{name: "budget off", keys: "abcdef", nr: 6, c: 20, budget: 0},
+		{name: "all fit", keys: "abcdef", nr: 6, c: 20, budget: 3000, want: []int{0, 1, 2, 3, 4, 5}},
+		{name: "the newest that fit", keys: "abcdef", nr: 6, c: 20, budget: 1999, want: []int{3, 4, 5}},
+		// The two newest are past c: they count, and are not kept by
+		// the rule (nothing clears them).
+		{name: "newest past the boundary count", keys: "abcdef", nr: 6, c: 10, budget: 2000, want: []int{2, 3}},
+		// A re-read (the same key) supersedes the older read, which
+		// neither counts nor stays.
+		{name: "re-read supersedes", keys: "abcaba", nr: 6, c: 20, budget: 1500, want: []int{2, 4, 5}},
+		{name: "superseded is not kept even within budget", keys: "aab", nr: 3, c: 20, budget: 5000, want: []int{1, 2}},
+		// Reads after nr are not in the request yet.
+		{name: "only the request's reads", keys: "abcdef", nr: 3, c: 20, budget: 1000, want: []int{1, 2}},
+		// Cleared reads (before the old boundary and not kept) neither
+		// count nor come back.
+		{name: "cleared stays cleared", keys: "abcdef", nr: 6, c: 20, clearTo: 9, kept: []int{1}, budget: 5000, want: []int{1, 4, 5}},
+		{name: "once one does not fit, no older one", keys: "abcdef", nr: 6, c: 20, clearTo: 9, kept: []int{0, 2}, budget: 1000, want: []int{4, 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &planner{reads: reads(tc.keys)}
+			got := p.hold(nil, tc.nr, tc.c, tc.clearTo, tc.kept, tc.budget, nextSame(p.reads[:tc.nr]))
+			if d := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); d != "" {
+				t.Errorf("kept (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// readSession is session(rounds, 0, res) where every third result is a
+// read of its own file of tok tokens, and every assistant message holds
+// text tokens of text (which clearing keeps).
+func readSession(rounds, res, tok, text int) ([]msgCost, []read) {
+	msgs := session(rounds, 0, res)
+	for i := range msgs {
+		if msgs[i].assistant {
+			msgs[i].tok += text
+			msgs[i].stubbed += text
+		}
+	}
+	var reads []read
+	for i := 2; i < len(msgs); i += 6 {
+		msgs[i].tok, msgs[i].clearable = tok, tok
+		reads = append(reads, read{item: (i - 2) / 2, msg: i, tok: tok, saved: tok - stubTokens, key: uint64(i)})
+	}
+	return msgs, reads
+}
+
+// TestPlanReads: events keep the newest reads within the budget, the
+// plan's sizes count them, and a read once cleared is never kept again.
+func TestPlanReads(t *testing.T) {
+	msgs, reads := readSession(120, 600, 900, 0)
+	lim := limits{trigger: 12_000, keepTokens: 1000, keepUses: 1, clearAtLeast: 3000, readTokens: 2800}
+	p := newPlanner(0, msgs)
+	p.reads = reads
+	pl := p.run(msgs, lim)
+	if len(pl.events) < 3 {
+		t.Fatalf("%d events: the test checks too little", len(pl.events))
+	}
+	released := 0
+	for k, e := range pl.events {
+		var was []int
+		from := 0
+		if k > 0 {
+			was, from = pl.kept[k-1], pl.events[k-1].clearTo
+		}
+		total := 0
+		for _, i := range pl.kept[k] {
+			r := reads[i]
+			if r.msg >= e.clearTo {
+				t.Errorf("event %d keeps read %d at message %d, past its boundary %d", k, i, r.msg, e.clearTo)
+			}
+			if _, ok := slices.BinarySearch(was, i); !ok && r.msg < from {
+				t.Errorf("event %d keeps read %d, which an earlier event cleared", k, i)
+			}
+			total += r.tok
+		}
+		if total > lim.readTokens {
+			t.Errorf("event %d keeps %d tokens of reads, over the budget %d", k, total, lim.readTokens)
+		}
+		if len(pl.kept[k]) == 0 {
+			t.Errorf("event %d keeps no read", k)
+		}
+		for _, i := range was {
+			if _, ok := slices.BinarySearch(pl.kept[k], i); !ok {
+				released++
+			}
+		}
+	}
+	if released == 0 {
+		t.Error("no event cleared a read an earlier one kept")
+	}
+	// The sizes the plan replayed count the kept reads.
+	s := newSizes(p, pl, msgs)
+	for _, e := range pl.events {
+		if got := s.Size(e.at, 0); got != e.after {
+			t.Errorf("request %d: size %d, the plan replayed %d", e.at, got, e.after)
+		}
+	}
+	// Without the budget the same session keeps nothing and frees more.
+	lim.readTokens = 0
+	none := p.run(msgs, lim)
+	for k := range none.kept {
+		if len(none.kept[k]) > 0 {
+			t.Fatalf("no budget, but event %d keeps %v", k, none.kept[k])
+		}
+	}
+}
+
+// TestPlanReadsPayback: a read an earlier event kept deep in the history
+// is cleared only by an event that repays rewriting the request from
+// it; until then it stays, over the budget.
+func TestPlanReadsPayback(t *testing.T) {
+	msgs, reads := readSession(150, 600, 900, 400)
+	lim := limits{trigger: 12_000, keepTokens: 1000, keepUses: 1, clearAtLeast: 3000, readTokens: 2800, payback: 10}
+	p := newPlanner(0, msgs)
+	p.reads = reads
+	pl := p.run(msgs, lim)
+	if len(pl.events) < 2 {
+		t.Fatalf("%d events: the test checks too little", len(pl.events))
+	}
+	over := false
+	for k, e := range pl.events {
+		c, th := 0, 0
+		var was []int
+		if k > 0 {
+			c, th, was = pl.events[k-1].clearTo, pl.events[k-1].thinkTo, pl.kept[k-1]
+		}
+		from := c
+		if e.clearTo == c {
+			from = th
+		}
+		if i, ok := firstMissing(was, pl.kept[k]); ok {
+			from = min(from, reads[i].msg)
+		}
+		rewritten := e.after - p.size(from, min(c, from), min(th, from)) - p.saved(was, 0, from)
+		requests := e.at / 2
+		if back := (1.25*float64(rewritten) - 0.1*float64(rewritten+e.freed)) / (0.1 * float64(e.freed)); back > float64(min(10, requests)) {
+			t.Errorf("event %+v repays after %.1f requests, session so far %d", e, back, requests)
+		}
+		total := 0
+		for _, i := range pl.kept[k] {
+			total += reads[i].tok
+		}
+		over = over || total > lim.readTokens
+	}
+	if !over {
+		t.Error("no event kept reads over the budget: the test does not reach the case it is for")
+	}
+}
+
+func TestRestore(t *testing.T) {
+	for _, tc := range []struct {
+		keep, kept []int
+		k          int
+		want       []int
+	}{
+		{nil, nil, 3, nil},
+		{[]int{4, 7}, []int{1, 2, 4}, 0, []int{4, 7}},
+		{[]int{4, 7}, []int{1, 2, 4}, 1, []int{1, 4, 7}},
+		{[]int{4, 7}, []int{1, 2, 4}, 2, []int{1, 2, 4, 7}},
+		{[]int{4, 7}, []int{1, 2, 4}, 9, []int{1, 2, 4, 7}},
+		{[]int{1}, []int{1, 5, 6}, 1, []int{1, 5}},
+		{nil, []int{3, 8}, 1, []int{3}},
+	} {
+		if got := restore(nil, tc.keep, tc.kept, tc.k); !slices.Equal(got, tc.want) {
+			t.Errorf("restore(%v, %v, %d) = %v, want %v", tc.keep, tc.kept, tc.k, got, tc.want)
 		}
 	}
 }

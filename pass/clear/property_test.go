@@ -1,8 +1,8 @@
 package clear
 
 // Property tests: the proof that the clearing pass keeps its contract on
-// whole sessions, generated (internal/sessiongen) and real
-// (transcript/testdata). Every request of a session goes through
+// whole sessions, generated (tools/sessiongen) and real
+// (tools/transcript/testdata). Every request of a session goes through
 //
 //   - a fresh pass with an empty store (a new process: a restart, or a
 //     second instance), and
@@ -62,7 +62,7 @@ package clear
 
 import (
 	"context"
-	"github.com/ctxguard/ctxguard/internal/prompt"
+	"github.com/ctxguard/ctxguard/tools/prompt"
 
 	"bytes"
 	"encoding/json"
@@ -78,13 +78,13 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
-	"github.com/ctxguard/ctxguard/transcript"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
+	"github.com/ctxguard/ctxguard/tools/transcript"
+	"github.com/ctxguard/ctxguard/tools/validate"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -159,7 +159,27 @@ func propConfigs() []propConfig {
 
 	binding := propConfig{name: "defaults-binding", cfg: Defaults(), env: pipeline.Env{Binding: true}}
 
-	return []propConfig{def, small, payback, tiny, frac, binding}
+	return append([]propConfig{def, small, payback, tiny, frac, binding}, readsConfigs()...)
+}
+
+// readsConfigs keep file reads past the clear boundary within budgets
+// that generated sessions fill: the reads rule with and without the
+// payback rule (which keeps a read an earlier event kept until clearing
+// it repays), and with trimming.
+func readsConfigs() []propConfig {
+	reads := propConfig{name: "small-reads", cfg: smallConfig()}
+	reads.cfg.Reads = Reads{Tools: []string{"Read"}, KeepTokens: model.Tokens(1500)}
+	reads.cfg.KeepTokens = model.Tokens(0)
+
+	paid := propConfig{name: "small-reads-payback", cfg: reads.cfg}
+	paid.cfg.Payback = 10
+	paid.cfg.Trigger = model.Tokens(5000)
+	paid.cfg.ClearAtLeast = model.Tokens(1500)
+
+	trim := propConfig{name: "small-reads-trim", cfg: reads.cfg}
+	trim.cfg.Reads.KeepTokens = model.Tokens(3000)
+	trim.cfg.Trim = Trim{Enabled: true, KeepRounds: 1}
+	return []propConfig{reads, paid, trim}
 }
 
 // trimConfig is smallConfig with tool-round trimming on.
@@ -187,6 +207,10 @@ type propStats struct {
 	// growth of the tokens the rewrite saves over the plan's freed.
 	measured, planned int
 	minRatio          float64
+	// keptReads: file reads the plans kept past their clear boundary and
+	// the rewrites sent whole, summed over the requests; releasedReads:
+	// reads an event kept and a later event cleared, over the sessions.
+	keptReads, releasedReads int
 }
 
 func (s *propStats) add(o propStats) {
@@ -205,6 +229,8 @@ func (s *propStats) add(o propStats) {
 	}
 	s.measured += o.measured
 	s.planned += o.planned
+	s.keptReads += o.keptReads
+	s.releasedReads += o.releasedReads
 	if o.planned > 0 && (s.minRatio == 0 || o.minRatio < s.minRatio) {
 		s.minRatio = o.minRatio
 	}
@@ -215,8 +241,8 @@ func (s propStats) String() string {
 	if s.planned > 0 {
 		ratio = float64(s.measured) / float64(s.planned)
 	}
-	return fmt.Sprintf("%d sessions, %d requests (%d compared with the previous), %d edit events, %d spare-marker moves, events per request %v, freed at events measured/planned %.3f (lowest %.3f), %d stubs checked, %d results dropped",
-		s.sessions, s.requests, s.compared, s.events, s.markerMoves, s.eventsPerRequest, ratio, s.minRatio, s.stubs, s.dropped)
+	return fmt.Sprintf("%d sessions, %d requests (%d compared with the previous), %d edit events, %d spare-marker moves, events per request %v, freed at events measured/planned %.3f (lowest %.3f), %d stubs checked, %d results dropped, %d reads kept, %d released",
+		s.sessions, s.requests, s.compared, s.events, s.markerMoves, s.eventsPerRequest, ratio, s.minRatio, s.stubs, s.dropped, s.keptReads, s.releasedReads)
 }
 
 // requested is what one request produced and what the next is checked
@@ -228,7 +254,8 @@ type requested struct {
 	// The prompts as the cache sees them (see extends).
 	origSegs, sentSegs *prompt.Prompt
 	pl                 plan
-	saved              int // tokens the rewrite saves (estimated on the bodies)
+	a                  *analysis // what the plan was made from
+	saved              int       // tokens the rewrite saves (estimated on the bodies)
 	// stubbed maps a tool id to the bytes its result content (or input)
 	// was sent as, for the results and inputs ctxguard rewrote.
 	stubResults, stubInputs map[string][]byte
@@ -267,6 +294,9 @@ func checkWireStream(t testing.TB, w wire, pc propConfig, name string, reqs []st
 		st.requests++
 		st.stubs += len(cur.stubResults) + len(cur.stubInputs)
 		st.dropped += len(cur.dropped)
+		if n := len(cur.pl.kept); n > 0 {
+			st.keptReads += len(cur.pl.kept[n-1])
+		}
 		n := 0
 		for _, e := range cur.pl.events {
 			if e.at == len(cur.origC.Messages) {
@@ -304,6 +334,15 @@ func checkWireStream(t testing.TB, w wire, pc propConfig, name string, reqs []st
 			return st
 		}
 		prev = cur
+	}
+	if prev != nil {
+		for k := 1; k < len(prev.pl.kept); k++ {
+			for _, i := range prev.pl.kept[k-1] {
+				if !prev.pl.keeps(k, i) {
+					st.releasedReads++
+				}
+			}
+		}
 	}
 	return st
 }
@@ -383,7 +422,8 @@ func checkRequest(t testing.TB, w wire, pc propConfig, where string, orig []byte
 		}
 	}
 	// 6. The plan.
-	cur.pl = planFor(t, long, origC, &env)
+	cur.a, cur.pl = analyzed(t, long, origC, &env)
+	checkKeptReads(t, where, cur)
 	lim := long.limits(&env)
 	for _, e := range cur.pl.events {
 		if e.freed < lim.clearAtLeast || e.freed <= 0 {
@@ -403,6 +443,52 @@ func checkRequest(t testing.TB, w wire, pc propConfig, where string, orig []byte
 	return cur, !t.Failed()
 }
 
+// checkKeptReads checks the file reads the plan keeps: each event keeps
+// only reads before its boundary that an earlier event kept or that lie
+// in its own new region (what was cleared stays cleared), and every read
+// the latest event kept is sent whole, with the content the client sent.
+func checkKeptReads(t testing.TB, where string, cur *requested) {
+	t.Helper()
+	a, pl := cur.a, cur.pl
+	for k, e := range pl.events {
+		from := 0
+		if k > 0 {
+			from = pl.events[k-1].clearTo
+		}
+		for _, i := range pl.kept[k] {
+			r := a.reads[i]
+			if r.msg >= e.clearTo {
+				t.Errorf("%s: event %d keeps read %d at message %d, at or past its boundary %d", where, k, i, r.msg, e.clearTo)
+			}
+			if r.msg < from && !pl.keeps(k-1, i) {
+				t.Errorf("%s: event %d keeps read %d (message %d), which an earlier event cleared", where, k, i, r.msg)
+			}
+		}
+	}
+	if len(pl.kept) == 0 {
+		return
+	}
+	sent := map[string][]byte{} // tool id -> result content as sent
+	for _, m := range cur.sentC.Messages {
+		for _, b := range m.Blocks {
+			if b.Kind == conversation.ToolResult {
+				sent[cur.sentC.String(b.ID)] = cur.sentC.Bytes(b.Content)
+			}
+		}
+	}
+	for _, i := range pl.kept[len(pl.kept)-1] {
+		it := a.items[a.reads[i].item]
+		b := &cur.origC.Messages[it.msg].Blocks[it.blk]
+		id := cur.origC.String(b.ID)
+		got, ok := sent[id]
+		if !ok {
+			t.Errorf("%s: the kept read %s (message %d) is not sent", where, id, it.msg)
+		} else if !bytes.Equal(got, cur.origC.Bytes(b.Content)) {
+			t.Errorf("%s: the kept read %s (message %d) is sent as %.200s", where, id, it.msg, got)
+		}
+	}
+}
+
 // blobsNamed returns the distinct blob ids that sent names ("blob <id>")
 // and orig does not, sorted.
 func blobsNamed(orig, sent []byte) []string {
@@ -419,11 +505,19 @@ func blobsNamed(orig, sent []byte) []string {
 // planFor returns the plan the pass makes for a request.
 func planFor(t testing.TB, p *Pass, c *conversation.Conversation, env *pipeline.Env) plan {
 	t.Helper()
+	_, pl := analyzed(t, p, c, env)
+	return pl
+}
+
+// analyzed returns what the pass measures of a request and its plan.
+func analyzed(t testing.TB, p *Pass, c *conversation.Conversation, env *pipeline.Env) (*analysis, plan) {
+	t.Helper()
 	a, err := p.analyze(&pipeline.Request{Conv: c, Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newPlanner(a.base, a.costs).run(a.costs, p.limits(env))
+	_, pl := p.plan(a, env)
+	return a, pl
 }
 
 // thinkingBlocks returns the raw thinking and redacted_thinking blocks of
@@ -677,6 +771,9 @@ func checkSticky(t testing.TB, pc propConfig, where string, prev, cur *requested
 		// replay computes are the same.
 		t.Errorf("%s: the plan of the previous request is replayed with other sizes: before %+v, now %+v", where, pp.events, cp.events)
 	}
+	if len(cp.kept) < len(pp.kept) || !slices.EqualFunc(pp.kept, cp.kept[:len(pp.kept)], slices.Equal) {
+		t.Errorf("%s: the reads the previous request's plan kept are not replayed: before %v, now %v", where, pp.kept, cp.kept)
+	}
 	if cp.clearTo < pp.clearTo || cp.thinkTo < pp.thinkTo {
 		t.Errorf("%s: boundaries moved back from (%d,%d) to (%d,%d)", where, pp.clearTo, pp.thinkTo, cp.clearTo, cp.thinkTo)
 	}
@@ -891,9 +988,9 @@ func TestPropertiesLongSessions(t *testing.T) {
 }
 
 // TestPropertiesReal checks every property on the real Claude Code
-// sessions in transcript/testdata (and in $CTXGUARD_SESSIONS).
+// sessions in tools/transcript/testdata (and in $CTXGUARD_SESSIONS).
 func TestPropertiesReal(t *testing.T) {
-	dirs := []string{"../../transcript/testdata/claude-code"}
+	dirs := []string{"../../tools/transcript/testdata/claude-code"}
 	if d := os.Getenv("CTXGUARD_SESSIONS"); d != "" {
 		dirs = append(dirs, d)
 	}
@@ -1014,6 +1111,13 @@ func fuzzConfig(r *rand.Rand, trim bool) propConfig {
 		c.Trim = Trim{Enabled: true, KeepRounds: r.IntN(6)}
 	}
 	env := pipeline.Env{Window: []int{0, 200_000, 1_000_000}[r.IntN(3)], Binding: r.IntN(3) == 0}
+	// Drawn last, so the inputs kept in testdata/fuzz draw what they drew
+	// before the rule existed.
+	c.Reads = Reads{
+		Tools:      [][]string{nil, {"Read"}, {"Read", "Bash"}, {"*"}}[r.IntN(4)],
+		Commands:   [][]string{nil, {"cat", "sed -n"}}[r.IntN(2)],
+		KeepTokens: amount(6_000),
+	}
 	return propConfig{name: "fuzz", cfg: c, env: env}
 }
 
@@ -1164,7 +1268,7 @@ func TestTrimValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pl := planFor(t, p, c, nil); len(p.trimRuns(c, pl)) == 0 {
+	if a, pl := analyzed(t, p, c, nil); len(p.trimRuns(c, a, pl)) == 0 {
 		t.Fatal("the reproduction needs a dropped run")
 	}
 	res := pipeline.New(nil, p).Run(&pipeline.Request{Conv: c})

@@ -1,7 +1,7 @@
 package clear
 
 // The properties of property_test.go over the conversations of every
-// protocol: the same generated sessions (internal/sessiongen) rendered as
+// protocol: the same generated sessions (tools/sessiongen) rendered as
 // Anthropic Messages, OpenAI Responses and OpenAI Chat Completions
 // requests (transcript.BuildOptions.Protocol), parsed by the protocol's
 // adapter, rewritten by the pipeline and the clearing pass (trimming
@@ -33,12 +33,12 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/protocol"
-	"github.com/ctxguard/ctxguard/transcript"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
+	"github.com/ctxguard/ctxguard/tools/transcript"
+	"github.com/ctxguard/ctxguard/tools/validate"
 )
 
 // wire is one protocol the properties are checked in: its adapter and
@@ -117,17 +117,28 @@ func generatedIn(t testing.TB, w wire, seed uint64, opt sessiongen.Options) []st
 func TestPropertiesProtocols(t *testing.T) {
 	t.Parallel()
 	pcs := append(propConfigs()[1:5], trimConfig())
+	readsFrom := len(pcs) // the read rule's configurations follow
+	pcs = append(pcs, readsConfigs()...)
 	for _, w := range wires {
 		t.Run(w.name, func(t *testing.T) {
-			var total propStats
-			for _, pc := range pcs {
+			var total, reads propStats
+			for i, pc := range pcs {
 				for seed := range uint64(wireSessions()) {
 					reqs := generatedIn(t, w, seed, sessiongen.Options{MaxResult: 30_000})
-					total.add(checkWireStream(t, w, pc, fmt.Sprintf("%s seed %d", w.name, seed), reqs))
+					st := checkWireStream(t, w, pc, fmt.Sprintf("%s seed %d", w.name, seed), reqs)
+					total.add(st)
+					if i >= readsFrom {
+						reads.add(st)
+					}
 					if t.Failed() {
 						return
 					}
 				}
+			}
+			// The read rule's cases: reads kept past the boundary, and
+			// later cleared.
+			if reads.keptReads == 0 || reads.releasedReads == 0 {
+				t.Errorf("%s: %d reads kept, %d released under %d read configurations: the rule is not tested", w.name, reads.keptReads, reads.releasedReads, len(readsConfigs()))
 			}
 			if longRun() {
 				// The shipped defaults on long sessions with Claude
@@ -161,11 +172,11 @@ func checkFuzzProtocols(t *testing.T, data []byte) {
 }
 
 // TestPropertiesProtocolsReal checks every property on the real Claude
-// Code sessions in transcript/testdata (and in $CTXGUARD_SESSIONS)
+// Code sessions in tools/transcript/testdata (and in $CTXGUARD_SESSIONS)
 // written as Responses and Chat Completions requests (TestPropertiesReal
 // checks them as sent).
 func TestPropertiesProtocolsReal(t *testing.T) {
-	dirs := []string{"../../transcript/testdata/claude-code"}
+	dirs := []string{"../../tools/transcript/testdata/claude-code"}
 	if d := os.Getenv("CTXGUARD_SESSIONS"); d != "" {
 		dirs = append(dirs, d)
 	}

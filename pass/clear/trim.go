@@ -16,8 +16,9 @@ import (
 // cleared ([previous clearTo, clearTo)), outside the newest KeepRounds
 // rounds. A round is an assistant message with tool calls followed by the
 // message holding their results (a user message, or the tool messages
-// some protocols have).
-func (p *Pass) trimRuns(c *conversation.Conversation, pl plan) [][2]int {
+// some protocols have). A round whose results hold a file read the event
+// kept (Config.Reads) is not dropped: it ends a run.
+func (p *Pass) trimRuns(c *conversation.Conversation, a *analysis, pl plan) [][2]int {
 	if !p.cfg.Trim.Enabled || len(pl.events) == 0 {
 		return nil
 	}
@@ -30,7 +31,15 @@ func (p *Pass) trimRuns(c *conversation.Conversation, pl plan) [][2]int {
 	}
 	var runs [][2]int
 	from := 0
-	for _, e := range pl.events {
+	for k, e := range pl.events {
+		keeps := func(mi int) bool { // a read the event kept is in message mi
+			for _, ri := range pl.kept[k] {
+				if a.reads[ri].msg == mi {
+					return true
+				}
+			}
+			return false
+		}
 		// The newest KeepRounds rounds of the event's own request stay
 		// (judged at the event, so later turns never move a run).
 		limit := e.at
@@ -43,7 +52,7 @@ func (p *Pass) trimRuns(c *conversation.Conversation, pl plan) [][2]int {
 		to := min(e.clearTo, limit)
 		start, i := -1, from
 		for i < to {
-			if i+1 < to && isRound(i) {
+			if i+1 < to && isRound(i) && !keeps(i+1) {
 				if start < 0 {
 					start = i
 				}
@@ -96,7 +105,7 @@ func (p *Pass) dropRun(r *pipeline.Request, a, b int, howto string) ([]splice.Ed
 		return nil, err
 	}
 	note := "[ctxguard dropped " + strconv.Itoa((b-a+1)/2) + " earlier tool rounds (" + callCounts(c, a, b) +
-		") to keep this session small; their calls and results are in blob " + kept.ID + ": " + howto + "]"
+		") to keep this session small; their calls and results are in blob " + p.blobs.Name(kept.ID) + ": " + howto + "]"
 
 	out := make([]splice.Edit, 0, b-a+1)
 	for i := a; i < b; i += 2 {

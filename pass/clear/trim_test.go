@@ -15,8 +15,8 @@ import (
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
-	"github.com/ctxguard/ctxguard/transcript"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/transcript"
+	"github.com/ctxguard/ctxguard/tools/validate"
 )
 
 func TestTrim(t *testing.T) {
@@ -39,8 +39,8 @@ func TestTrim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl := planOf(t, cfg, orig)
-	runs := p.trimRuns(c, pl)
+	a, pl := analyzed(t, p, c, nil)
+	runs := p.trimRuns(c, a, pl)
 	if len(runs) == 0 {
 		t.Fatalf("no runs; plan %+v", pl)
 	}
