@@ -371,12 +371,9 @@ func (c *Client) target(j *compact.Job) (protocol.Protocol, *url.URL, http.Heade
 	h := http.Header{"Content-Type": {"application/json"}}
 	if c.cfg.Mode == "endpoint" {
 		p := c.protos[c.cfg.Protocol]
-		if p.Family() == "anthropic" {
-			h.Set("X-Api-Key", c.key)
-			p.(protocol.Caller).CallHeader(h, nil)
-		} else {
-			h.Set("Authorization", "Bearer "+c.key)
-		}
+		caller := p.(protocol.Caller)
+		caller.CallHeader(h, nil)
+		caller.CallKey(h, c.key)
 		return p, c.endpoint, h, c.cfg.Model, nil
 	}
 	p := c.protos[j.Protocol]

@@ -6,6 +6,7 @@
 package allow
 
 import (
+	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/tools/validate"
 )
@@ -15,7 +16,7 @@ import (
 // request with validate.Rewrite(orig, sent, For(cfg)).
 func For(cfg config.Config) validate.Options {
 	c := cfg.Clear
-	o := validate.Options{AllowTopLevel: []string{"thinking"}} // the binding setting
+	o := validate.Options{AllowTopLevel: anthropic.SettingsMembers}
 	if c.Enabled {
 		o.AllowInputEdits = len(c.ClearInputs) > 0
 		o.AllowThinkingRemoval = c.Thinking

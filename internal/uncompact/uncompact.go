@@ -1,4 +1,8 @@
-package validate
+// Package uncompact undoes, for checking, what summary compaction did to
+// a request, so that the validators of every protocol can check the rest
+// of a rewrite by their usual rules. It is offline tooling: only
+// validators use it.
+package uncompact
 
 import (
 	"fmt"
@@ -8,7 +12,7 @@ import (
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 )
 
-// Uncompact undoes, for checking, what a compaction did to a request:
+// Undo undoes, for checking, what a compaction did to a request:
 // when sent (a rewrite of orig) holds a compaction summary (the first user
 // message, one text block starting with conversation.CompactionNote), it
 // returns orig's body with the messages the summary replaced spliced out
@@ -19,7 +23,7 @@ import (
 // whole messages from orig's first user message up to an assistant
 // message (so every tool call it removed took its results with it) or
 // when the kept instructions are not orig's.
-func Uncompact(oc, sc *conversation.Conversation) (body []byte, ok bool, err error) {
+func Undo(oc, sc *conversation.Conversation) (body []byte, ok bool, err error) {
 	first := -1
 	for i := range sc.Messages {
 		if sc.Messages[i].Role == conversation.RoleUser {
@@ -89,10 +93,9 @@ func Uncompact(oc, sc *conversation.Conversation) (body []byte, ok bool, err err
 	return out, true, nil
 }
 
-// Uncompacted is Uncompact on bodies, parsed with parse: orig as
-// Uncompact returns it, or orig itself when sent holds no compaction (or
+// Bodies is Undo on bodies, parsed with parse: orig as Undo returns it, or orig itself when sent holds no compaction (or
 // either does not parse: the caller's checks report that).
-func Uncompacted(parse func([]byte) (*conversation.Conversation, error), orig, sent []byte) ([]byte, error) {
+func Bodies(parse func([]byte) (*conversation.Conversation, error), orig, sent []byte) ([]byte, error) {
 	oc, err := parse(orig)
 	if err != nil {
 		return orig, nil
@@ -103,7 +106,7 @@ func Uncompacted(parse func([]byte) (*conversation.Conversation, error), orig, s
 		return orig, nil
 	}
 	defer sc.Release()
-	body, ok, err := Uncompact(oc, sc)
+	body, ok, err := Undo(oc, sc)
 	if !ok || err != nil {
 		return orig, err
 	}
