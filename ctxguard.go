@@ -35,7 +35,7 @@ import (
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/pass/digest"
@@ -346,7 +346,7 @@ func Compile(cfg config.Config, d Deps) (*pipeline.Pipeline, *compact.Pass, erro
 		passes = append(passes, p)
 	}
 	if cfg.Clear.Enabled {
-		p, err := clear.New(cfg.Clear, d.Blobs)
+		p, err := clearing.New(cfg.Clear, d.Blobs)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -561,10 +561,10 @@ func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, 
 	mem := g.recent.acquire(s.memoKey(memoKey(proto, h, body)), body)
 	defer mem.release()
 	var prev *conversation.Conversation // the session's previous request, without its body (valid until keep)
-	var prevPrint *print
+	var prevPrint *fingerprint
 	prevModel := ""
 	if mem != nil && mem.conv != nil {
-		prev, prevPrint, prevModel = mem.conv, &mem.print, mem.model
+		prev, prevPrint, prevModel = mem.conv, &mem.fingerprint, mem.model
 	}
 	c, stable, err := mem.parse(proto, body)
 	if err != nil {
@@ -726,7 +726,7 @@ func stubs(edits []splice.Edit) []record.Stub {
 }
 
 // extendsPrev reports whether c continues prev, the previous request of
-// its session (a parse without its body, whose body's print is p): c has
+// its session (a parse without its body, whose body's fingerprint is p): c has
 // more messages, starts with prev's system prompt, holds every message of
 // prev but its last byte for byte, and the last (which the client may
 // re-encode, a string as a list of blocks, a cache marker moved) with the
@@ -734,9 +734,9 @@ func stubs(edits []splice.Edit) []record.Stub {
 // covers those messages, the bytes were verified already; when the model
 // or another early member changed length, the offsets moved and the
 // messages are compared by their hashes. A message's bytes after its first
-// are hashed (print): for a JSON value they determine the first too (an
+// are hashed (fingerprint): for a JSON value they determine the first too (an
 // object ends with '}', an array with ']', a string with '"').
-func extendsPrev(prev *conversation.Conversation, p *print, c *conversation.Conversation, stable int) bool {
+func extendsPrev(prev *conversation.Conversation, p *fingerprint, c *conversation.Conversation, stable int) bool {
 	n := len(prev.Messages)
 	if n == 0 || len(c.Messages) <= n || len(p.sums) != 2*n {
 		return false

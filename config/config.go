@@ -25,7 +25,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ctxguard/ctxguard/model"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/pass/digest"
@@ -117,7 +117,7 @@ type Config struct {
 	// Persist stores oversized tool results and leaves a preview.
 	Persist persist.Config `yaml:"persist"`
 	// Clear is the history clearing pass.
-	Clear clear.Config `yaml:"clear"`
+	Clear clearing.Config `yaml:"clear"`
 	// ThinkingGuard removes thinking blocks another model family minted
 	// when a session switches families.
 	ThinkingGuard thinking.Config `yaml:"thinking_guard"`
@@ -289,7 +289,7 @@ func Defaults() Config {
 		Compress:      compress.Defaults(),
 		Digest:        digest.Defaults(),
 		Persist:       persist.Defaults(),
-		Clear:         clear.Defaults(),
+		Clear:         clearing.Defaults(),
 		Compact:       compact.Defaults(),
 		ThinkingGuard: thinking.Defaults(),
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 )
 
 // newGuard returns a Guard keeping its blobs in dir (the stubs name it).
@@ -55,7 +55,7 @@ func guardSession(t *testing.T, reqs [][]byte, h http.Header, trim bool) {
 	cfg := config.Defaults()
 	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(8000), model.Tokens(2000), model.Tokens(4000)
 	cfg.Clear.Payback = 0
-	cfg.Clear.Trim = clear.Trim{Enabled: trim, KeepRounds: 2}
+	cfg.Clear.Trim = clearing.Trim{Enabled: trim, KeepRounds: 2}
 	cfg.Persist.Threshold, cfg.Persist.Preview = 2000, 200
 	dir := t.TempDir()
 	live := newGuard(t, cfg, dir)

@@ -12,7 +12,7 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/responses"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/store"
 )
 
@@ -37,7 +37,7 @@ func TestGuardSession(t *testing.T) {
 	cfg.Clear.Trigger = model.Tokens(6000)
 	cfg.Clear.KeepTokens = model.Tokens(2000)
 	cfg.Clear.ClearAtLeast = model.Tokens(3000)
-	cfg.Clear.Trim = clear.Trim{Enabled: true, KeepRounds: 3}
+	cfg.Clear.Trim = clearing.Trim{Enabled: true, KeepRounds: 3}
 	cfg.Persist.Threshold, cfg.Persist.Preview = 8000, 1000
 	g := newGuard(t, cfg)
 	h := http.Header{"Session-Id": {"thread-1"}}

@@ -10,7 +10,7 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/model"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 )
 
 // randomTurn appends one model turn of a random shape to items, and the
@@ -116,7 +116,7 @@ func TestRandomSessions(t *testing.T) {
 	cfg.Clear.KeepTokens = model.Tokens(1000)
 	cfg.Clear.ClearAtLeast = model.Tokens(1000)
 	cfg.Clear.KeepUses, cfg.Clear.MinTokens = 1, 5
-	cfg.Clear.Trim = clear.Trim{Enabled: true, KeepRounds: 2}
+	cfg.Clear.Trim = clearing.Trim{Enabled: true, KeepRounds: 2}
 	cfg.Persist.Threshold, cfg.Persist.Preview = 4000, 500
 	sessions := 40
 	if testing.Short() {
