@@ -1,5 +1,5 @@
 // Package summarize is the model call ctxguard makes itself to write a
-// compaction summary (compact.Summarizer): by default in the session's own
+// compaction summary (pass.Summarizer): by default in the session's own
 // protocol, to its own upstream, with a small model of its family and the
 // credentials of the session's request; or to a configured endpoint.
 //
@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/protocol"
 )
@@ -37,7 +38,7 @@ const maxBackoff = 30 * time.Second
 // ErrNone is returned in mode "none": there is no model to ask.
 var ErrNone = errors.New("summarize: no summarizer (mode none)")
 
-// Client implements compact.Summarizer. It is safe for concurrent use.
+// Client implements pass.Summarizer. It is safe for concurrent use.
 type Client struct {
 	cfg       compact.SummarizerConfig
 	protos    map[string]protocol.Protocol // by name
@@ -108,14 +109,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Summarize implements compact.Summarizer.
-func (c *Client) Summarize(ctx context.Context, j *compact.Job) (compact.Summary, error) {
+// Summarize implements pass.Summarizer.
+func (c *Client) Summarize(ctx context.Context, j *pass.Job) (pass.Summary, error) {
 	if c.cfg.Mode == "none" {
-		return compact.Summary{}, ErrNone
+		return pass.Summary{}, ErrNone
 	}
 	proto, base, h, err := c.target(j)
 	if err != nil {
-		return compact.Summary{}, err
+		return pass.Summary{}, err
 	}
 	caller := proto.(protocol.Caller)
 	model := c.cfg.Model
@@ -129,18 +130,18 @@ func (c *Client) Summarize(ctx context.Context, j *compact.Job) (compact.Summary
 	case c.slots <- struct{}{}:
 		defer func() { <-c.slots }()
 	case <-ctx.Done():
-		return compact.Summary{}, ctx.Err()
+		return pass.Summary{}, ctx.Err()
 	}
 	var last error
 	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {
 		if attempt > 0 {
 			if err := c.Sleep(ctx, backoff(attempt, last)); err != nil {
-				return compact.Summary{}, err
+				return pass.Summary{}, err
 			}
 		}
 		text, usage, err := c.attempt(ctx, u.String(), h, body, caller)
 		if err == nil {
-			return compact.Summary{Text: text, Model: model, InputTokens: usage.PromptTokens(), OutputTokens: usage.Output}, nil
+			return pass.Summary{Text: text, Model: model, InputTokens: usage.PromptTokens(), OutputTokens: usage.Output}, nil
 		}
 		last = err
 		var he *httpError
@@ -149,7 +150,7 @@ func (c *Client) Summarize(ctx context.Context, j *compact.Job) (compact.Summary
 			break
 		}
 	}
-	return compact.Summary{}, redact(fmt.Errorf("summarize: %s %s: %w", proto.Name(), model, last), h)
+	return pass.Summary{}, redact(fmt.Errorf("summarize: %s %s: %w", proto.Name(), model, last), h)
 }
 
 // redact keeps the credentials a call sent out of its error, should an
@@ -172,7 +173,7 @@ func redact(err error, h http.Header) error {
 }
 
 // target returns the protocol, base URL and headers of a job's call.
-func (c *Client) target(j *compact.Job) (protocol.Protocol, *url.URL, http.Header, error) {
+func (c *Client) target(j *pass.Job) (protocol.Protocol, *url.URL, http.Header, error) {
 	h := http.Header{"Content-Type": {"application/json"}}
 	if c.cfg.Mode == "endpoint" {
 		p := c.protos[c.cfg.Protocol]

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
@@ -110,7 +111,7 @@ func (j *jobs) start(s *planState, env *pipeline.Env) *job {
 	}
 	jb := &job{done: make(chan struct{})}
 	j.m[key] = jb
-	req := &Job{
+	req := &pass.Job{
 		Protocol:  env.Protocol,
 		Model:     s.r.Conv.Model,
 		Header:    env.Header.Clone(),
@@ -144,7 +145,7 @@ func (p *Pass) modelTarget(in *spanInput) int {
 
 // run writes one summary and stores it (unless another record landed
 // first: then that one stands).
-func (j *jobs) run(key string, jb *job, in *spanInput, req *Job) {
+func (j *jobs) run(key string, jb *job, in *spanInput, req *pass.Job) {
 	defer j.wg.Done()
 	p := j.p
 	ctx, cancel := context.WithTimeout(j.ctx, j.timeout)
