@@ -3,6 +3,11 @@
 // key is an error naming the key and its line), environment and flag
 // overrides applied by the caller, and Validate, kept separate from
 // loading so a config built in code is checked the same way.
+//
+// The passes' sections (compress, clear, compact, ...) are of the passes'
+// own types: config reads, checks and prints them through package pass's
+// registry (Config.Passes) and imports no pass, so a pass plugs in by
+// registering itself.
 package config
 
 import (
