@@ -832,6 +832,8 @@ func (g *Guard) Handler() (*proxy.Proxy, error) {
 		MaxBody:     cfg.MaxBody,
 		MaxBuffered: cfg.Limits.MaxBuffered,
 		AuthToken:   cfg.AuthToken,
+		LocalAuth:   g.localAuth,
+		SignIn:      signInPath,
 		Timeouts:    proxyTimeouts(cfg.Timeouts),
 		Logger:      g.log,
 		Rewriter:    g,

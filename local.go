@@ -16,18 +16,22 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/dashboard"
+	"github.com/ctxguard/ctxguard/internal/breaker"
 	"github.com/ctxguard/ctxguard/metrics"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/summarize"
 )
 
 // Local returns the handler of ctxguard's own endpoints, which the proxy
 // (Handler) serves instead of forwarding:
 //
 //	GET /ctxguard/v1/blobs/{id}   removed content, as text
+//	GET /ctxguard/v1/blobs/{id}/{sig}  the same, by a signed link (auth_token)
+//	GET, POST /ctxguard/signin    the dashboard's sign-in (auth_token)
 //	GET /ctxguard/v1/stats        counters, as JSON
 //	GET /ctxguard/v1/sessions     per-session statistics, as JSON
 //	/ctxguard/                    the dashboard (dashboard.enabled)
@@ -88,6 +92,9 @@ func (g *Guard) local() (http.Handler, []string) {
 		return text(w, "ready\n")
 	}, false)
 	handle("GET /ctxguard/v1/blobs/{id}", g.serveBlob)
+	handle("GET /ctxguard/v1/blobs/{id}/{sig}", g.serveSignedBlob)
+	handle("GET "+signInPath, g.serveSignInPage)
+	handle("POST "+signInPath, g.signIn)
 	handle("GET /ctxguard/v1/stats", g.serveStats)
 	g.mountObservers(handle)
 	handle("GET /ctxguard/v1/sessions", func(w http.ResponseWriter, r *http.Request) error {
@@ -186,6 +193,11 @@ func (g *Guard) serveBlob(w http.ResponseWriter, r *http.Request) error {
 	if !store.ValidID(id) {
 		return protocol.Errorf(http.StatusBadRequest, protocol.InvalidRequest, nil, "ctxguard: invalid blob id")
 	}
+	return g.writeBlob(w, r, id)
+}
+
+// writeBlob answers with blob id, as text.
+func (g *Guard) writeBlob(w http.ResponseWriter, r *http.Request, id string) error {
 	rc, err := g.store.OpenBlob(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "ctxguard: no such blob (it may have expired)")
@@ -224,6 +236,18 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// summarizerBreakers returns the state of the summarizer's circuit
+// breakers, one per upstream and model it called; none for a summarizer
+// without them (WithSummarizer's, or none).
+func (g *Guard) summarizerBreakers() []summarize.BreakerStatus {
+	if c, ok := g.current().summarizer.(interface {
+		Breakers() []summarize.BreakerStatus
+	}); ok {
+		return c.Breakers()
+	}
+	return nil
+}
+
 // mountObservers subscribes the metrics and the dashboard to the records
 // and serves them, as configured.
 func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *http.Request) error)) {
@@ -232,6 +256,13 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 	}
 	if g.cfg.Metrics.Enabled {
 		m := metrics.New()
+		m.SetBreakers("summarizer", func() []breaker.Status {
+			var out []breaker.Status
+			for _, b := range g.summarizerBreakers() {
+				out = append(out, b.Status)
+			}
+			return out
+		})
 		g.bus.Subscribe(m)
 		handle("GET /metrics", serve(m.Handler()))
 	}
@@ -250,8 +281,23 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 				return r.Text, err
 			},
 			BlobURL: func(id string) string { return "/ctxguard/v1/blobs/" + id },
-			Store:   g.store,
-			Log:     g.log,
+			Breakers: func() []dashboard.BreakerView {
+				var out []dashboard.BreakerView
+				for _, b := range g.summarizerBreakers() {
+					v := dashboard.BreakerView{Dependency: "summarizer", Upstream: b.Upstream, Model: b.Model, State: b.State.String(),
+						Since: b.Since, Fails: b.Fails, Trips: b.Trips, Refused: b.Refused}
+					if b.Err != nil {
+						v.Error = b.Err.Error()
+					}
+					if !b.Until.IsZero() {
+						v.Until = &b.Until
+					}
+					out = append(out, v)
+				}
+				return out
+			},
+			Store: g.store,
+			Log:   g.log,
 		})
 		g.dash.Store(d)
 		g.bus.Subscribe(d)

@@ -23,6 +23,9 @@ var localTypes = map[string]string{
 	"GET /healthz":                              "text/plain",
 	"GET /readyz":                               "text/plain",
 	"GET /ctxguard/v1/blobs/{id}":               "text/plain",
+	"GET /ctxguard/v1/blobs/{id}/{sig}":         "text/plain",
+	"GET /ctxguard/signin":                      "text/html",
+	"POST /ctxguard/signin":                     "application/json", // the walk posts no form: 415
 	"GET /ctxguard/v1/stats":                    "application/json",
 	"GET /ctxguard/v1/sessions":                 "application/json",
 	"GET /metrics":                              "text/plain",
@@ -106,7 +109,7 @@ func TestLocalHeaders(t *testing.T) {
 	if len(up.MessagesRequests()) != 1 || len(sessions) != 1 {
 		t.Fatalf("the exchange: %d upstream requests, %d sessions", len(up.MessagesRequests()), len(sessions))
 	}
-	params := strings.NewReplacer("{id}", blob, "{key}", url.PathEscape(sessions[0].Key), "{seq}", "1", "{file}", "app.js", "{$}", "")
+	params := strings.NewReplacer("{id}", blob, "{sig}", g.current().keys.SignBlob(blob), "{key}", url.PathEscape(sessions[0].Key), "{seq}", "1", "{file}", "app.js", "{$}", "")
 
 	g.Local()
 	if len(g.localRoutes) < len(localTypes) {
@@ -145,6 +148,9 @@ func TestLocalHeaders(t *testing.T) {
 		{"a foreign Host", "GET", "/ctxguard/v1/stats", http.Header{"X-Ctxguard-Token": auth["X-Ctxguard-Token"], "Host": {"evil.example"}}, nil, 403, "application/json"},
 		{"a path the server cleans", "GET", "/ctxguard//v1/stats", auth, nil, 307, "text/html"},
 		{"no token", "GET", "/ctxguard/v1/stats", nil, nil, 401, "application/json"},
+		{"a browser not signed in", "GET", "/ctxguard/config", http.Header{"Accept": {"text/html"}}, nil, 303, "text/html"},
+		{"a wrong token signing in", "POST", "/ctxguard/signin", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, []byte("token=wrong"), 401, "text/html"},
+		{"a signed link, tampered", "GET", "/ctxguard/v1/blobs/" + blob + "/" + strings.Repeat("a", 22), nil, nil, 401, "application/json"},
 		{"no token, API", "POST", "/v1/messages", http.Header{"Content-Type": {"application/json"}}, []byte("{}"), 401, "application/json"},
 		{"a WebSocket upgrade", "GET", "/v1/responses", http.Header{"X-Ctxguard-Token": auth["X-Ctxguard-Token"], "Upgrade": {"websocket"}, "Connection": {"Upgrade"}}, nil, 426, "application/json"},
 		{"a body over max_body", "POST", "/v1/messages", http.Header{"X-Ctxguard-Token": auth["X-Ctxguard-Token"], "Content-Type": {"application/json"}}, bytes.Repeat([]byte(" "), 2<<20), 413, "application/json"},

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/auth"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/compact"
@@ -29,6 +30,9 @@ type setup struct {
 	pipe       *pipeline.Pipeline
 	built      *pass.Built // the pipeline's passes
 	compacts   bool        // compaction is on: an overflow is retried compacted (recover.go)
+	// keys are auth_token's (nil without one): the token, the sign-in
+	// cookie, the blob links' signatures.
+	keys *auth.Keys
 	// gen counts the reloads that changed the configuration; the
 	// sessions' memories are keyed by it (memoKey), so that what passes
 	// memoized under one configuration never serves another.
@@ -51,7 +55,7 @@ func (s *setup) memoKey(key string) string {
 // replaces, it keeps what cfg did not change: the blobs' memo, the
 // summarizer and the compaction pass with the summaries it is writing.
 func (g *Guard) build(cfg config.Config, prev *setup) (*setup, error) {
-	s := &setup{cfg: cfg}
+	s := &setup{cfg: cfg, keys: auth.New(cfg.AuthToken)}
 	var err error
 	if prev != nil && reflect.DeepEqual(prev.cfg.Models, cfg.Models) {
 		s.models = prev.models
@@ -65,10 +69,15 @@ func (g *Guard) build(cfg config.Config, prev *setup) (*setup, error) {
 	case cfg.Local.Access != "off":
 		base = "http://" + config.LocalAddr(cfg.Listen)
 	}
-	if prev != nil && prev.blobs.BaseURL == base {
+	if prev != nil && prev.blobs.BaseURL == base && prev.cfg.AuthToken == cfg.AuthToken {
 		s.blobs = prev.blobs
 	} else {
 		s.blobs = &store.Blobs{Store: g.store, TTL: cfg.BlobTTL, Now: g.now, BaseURL: base}
+		if s.keys != nil {
+			// Blob links are capabilities: an agent fetches its own
+			// blob without the token, and no other.
+			s.blobs.Sign = s.keys.SignBlob
+		}
 	}
 	cc := pass.Get[compact.Config](cfg.Passes)
 	s.compacts = cc.Enabled
@@ -81,9 +90,12 @@ func (g *Guard) build(cfg config.Config, prev *setup) (*setup, error) {
 			break
 		}
 		ups := map[string]string{"anthropic": cfg.Upstreams.Anthropic, "openai": cfg.Upstreams.OpenAI}
-		if s.summarizer, err = summarize.New(cc.Summarizer, g.protocols, ups, nil, g.log); err != nil {
+		sc, err := summarize.New(cc.Summarizer, g.protocols, ups, nil, g.log)
+		if err != nil {
 			return nil, err
 		}
+		sc.Now = g.now
+		s.summarizer = sc
 	}
 	d := Deps{Blobs: s.blobs, Log: g.log, Summarizer: s.summarizer, Now: g.now, Signatures: g.sigs}
 	var prevBuilt *pass.Built
@@ -131,9 +143,9 @@ type Reloaded struct {
 // dropped when the configuration changed: the next request of each
 // session is rewritten from scratch, to the bytes a restart with cfg
 // would give. The compaction pass, and the summaries it is writing, is
-// kept when compact's settings, the summarizer and the blob base URL are
-// unchanged; a replaced one finishes its summaries in the background
-// until Close.
+// kept when compact's settings, the summarizer, the blob base URL and
+// auth_token are unchanged; a replaced one finishes its summaries in the
+// background until Close.
 func (g *Guard) Reload(cfg config.Config) (Reloaded, error) {
 	if err := cfg.ExpandPaths(); err != nil {
 		return Reloaded{}, err

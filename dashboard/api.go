@@ -430,8 +430,28 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // ConfigView is the configuration page's data.
 type ConfigView struct {
-	YAML   string      `json:"yaml"`
-	Models []ModelView `json:"models"`
+	YAML     string        `json:"yaml"`
+	Models   []ModelView   `json:"models"`
+	Breakers []BreakerView `json:"breakers"`
+}
+
+// BreakerView is the state of one circuit breaker: of the summarizer's
+// calls to one upstream and model.
+type BreakerView struct {
+	Dependency string `json:"dependency"` // "summarizer"
+	Upstream   string `json:"upstream"`
+	Model      string `json:"model"`
+	// State is "closed" (calls are made), "open" (calls fail at once
+	// until Until) or "probing" (one call checks whether it is back).
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	// Fails counts the failures in a row; Error is the last one.
+	Fails int        `json:"fails"`
+	Error string     `json:"error,omitempty"`
+	Until *time.Time `json:"until,omitempty"`
+	// Trips counts the times it opened; Refused the calls it refused.
+	Trips   uint64 `json:"trips"`
+	Refused uint64 `json:"refused"`
 }
 
 // ModelView is the registry entry and price of a model seen.
@@ -456,9 +476,12 @@ func (d *Dashboard) ConfigView() ConfigView {
 	}
 	d.mu.Unlock()
 	slices.Sort(names)
-	v := ConfigView{Models: []ModelView{}}
+	v := ConfigView{Models: []ModelView{}, Breakers: []BreakerView{}}
 	if d.o.Config != nil {
 		v.YAML = string(d.o.Config())
+	}
+	if d.o.Breakers != nil {
+		v.Breakers = append(v.Breakers, d.o.Breakers()...)
 	}
 	for _, n := range names {
 		m := ModelView{Name: n, ID: n}

@@ -91,6 +91,10 @@ type Options struct {
 	Summary func(key string) (string, error)
 	// BlobURL returns the link to a stub's blob.
 	BlobURL func(id string) string
+	// Breakers returns the state of ctxguard's circuit breakers (the
+	// summarizer's, one per upstream and model), for the configuration
+	// page.
+	Breakers func() []BreakerView
 	// Prices turn tokens into dollars; default price.Default().
 	Prices price.Table
 	// Store, if set, keeps today's totals, so that they survive a

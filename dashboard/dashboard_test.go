@@ -324,13 +324,17 @@ func TestRequestDetail(t *testing.T) {
 	getJSON(t, d.Handler(), "/ctxguard/api/request/x", http.StatusBadRequest, nil)
 }
 
-// TestConfigView: the YAML as given, and the registry entry and price of
-// each model seen.
+// TestConfigView: the YAML as given, the registry entry and price of
+// each model seen, and the summarizer's breakers as they are now.
 func TestConfigView(t *testing.T) {
+	until := time.Date(2026, 11, 3, 9, 0, 30, 0, time.UTC)
+	breakers := []BreakerView{{Dependency: "summarizer", Upstream: "https://api.anthropic.com", Model: "claude-haiku-4-5",
+		State: "open", Since: until.Add(-30 * time.Second), Fails: 1, Error: "status 500", Until: &until, Trips: 1, Refused: 4}}
 	d := New(Options{Prices: prices, Config: func() []byte { return []byte("listen: 127.0.0.1:8787\n") },
 		Model: func(id string) model.Info {
 			return model.Info{ID: "id-" + id, Provider: model.Anthropic, Window: 1000, MaxOutput: 100, Known: id == "m1"}
-		}})
+		},
+		Breakers: func() []BreakerView { return breakers }})
 	x := ex("h:a", 1, 1)
 	y := ex("h:a", 1, 1)
 	y.Model, y.ModelID = "m2-2030", ""
@@ -341,9 +345,14 @@ func TestConfigView(t *testing.T) {
 	want := ConfigView{YAML: "listen: 127.0.0.1:8787\n", Models: []ModelView{
 		{Name: "m1", ID: "id-m1", Provider: "anthropic", Window: 1000, MaxOutput: 100, Known: true, Price: &p},
 		{Name: "m2-2030", ID: "id-m2-2030", Provider: "anthropic", Window: 1000, MaxOutput: 100},
-	}}
+	}, Breakers: breakers}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
+	}
+	breakers = nil
+	getJSON(t, d.Handler(), "/ctxguard/api/config", http.StatusOK, &got)
+	if got.Breakers == nil || len(got.Breakers) != 0 {
+		t.Errorf("no breaker: %#v, want an empty list", got.Breakers)
 	}
 }
 

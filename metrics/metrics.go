@@ -9,6 +9,10 @@
 // the number of series does not grow with sessions, models, routes or
 // paths, which never become labels.
 //
+// Besides the records, it reads the state of ctxguard's circuit breakers
+// (SetBreakers): how many are closed, open or probing, how often they
+// opened and how many calls they refused, per dependency ("summarizer").
+//
 // The metrics and their meaning are documented in the README's Metrics
 // section (a test keeps the two in step).
 package metrics
@@ -23,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ctxguard/ctxguard/internal/breaker"
 	"github.com/ctxguard/ctxguard/record"
 )
 
@@ -48,6 +53,9 @@ var (
 	failureKinds = [...]record.Outcome{record.FailedOpen, record.RecoveryFailed, record.Refused}
 	// usageKinds: the token kinds of protocol.Usage.
 	usageKinds = [...]string{"input", "cache_read", "cache_write", "output"}
+	// Dependencies: the dependencies whose circuit breakers are shown
+	// (SetBreakers), each with series from the start.
+	Dependencies = [...]string{"summarizer"}
 )
 
 const (
@@ -88,6 +96,9 @@ type Metrics struct {
 	byProto [len(protocols)]atomic.Pointer[protoSeries]
 	byPair  [len(protocols) * len(families)]atomic.Pointer[pairSeries]
 	byPass  [len(passes)]passSeries
+
+	// breakers read each dependency's breakers (SetBreakers).
+	breakers [len(Dependencies)]atomic.Pointer[func() []breaker.Status]
 }
 
 // protoSeries are the series of one protocol.
@@ -169,6 +180,7 @@ func New() *Metrics {
 		m.passEdits, m.passSaved, m.passAdded,
 		m.rewrite, m.saved, m.firstByte, m.duration,
 		usageCollector{m},
+		breakerCollector{m},
 	)
 	for i, name := range passes {
 		m.byPass[i] = passSeries{
@@ -363,6 +375,60 @@ func (c usageCollector) Collect(ch chan<- prometheus.Metric) {
 		if prompt := input + read + written; prompt > 0 {
 			ch <- prometheus.MustNewConstMetric(ratioDesc, prometheus.GaugeValue, float64(read)/float64(prompt), proto, family)
 		}
+	}
+}
+
+// SetBreakers makes the breaker metrics of dependency (one of
+// Dependencies; others are ignored) read f at every scrape: the state of
+// each of its breakers (the summarizer has one per upstream and model).
+// f must be safe for concurrent use and quick.
+func (m *Metrics) SetBreakers(dependency string, f func() []breaker.Status) {
+	if i := slices.Index(Dependencies[:], dependency); i >= 0 {
+		m.breakers[i].Store(&f)
+	}
+}
+
+// breakerCollector exposes the circuit breakers' states.
+type breakerCollector struct{ m *Metrics }
+
+var (
+	breakersDesc = prometheus.NewDesc(namespace+"_breakers",
+		"Circuit breakers of a dependency (the summarizer: one per upstream and model) in each state: closed (calls are made), open (calls fail at once), probing (one call checks whether it is back).",
+		[]string{"dependency", "state"}, nil)
+	tripsDesc = prometheus.NewDesc(namespace+"_breaker_trips_total",
+		"Times a dependency's circuit breakers opened after a failure or a timeout.",
+		[]string{"dependency"}, nil)
+	refusedDesc = prometheus.NewDesc(namespace+"_breaker_refused_total",
+		"Calls to a dependency its open circuit breakers refused at once (for the summarizer: summaries that went extractive without a call).",
+		[]string{"dependency"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (breakerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- breakersDesc
+	ch <- tripsDesc
+	ch <- refusedDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c breakerCollector) Collect(ch chan<- prometheus.Metric) {
+	for i, dep := range Dependencies {
+		var states [len(breaker.States)]int
+		var trips, refused uint64
+		if f := c.m.breakers[i].Load(); f != nil {
+			for _, st := range (*f)() {
+				if int(st.State) < len(states) {
+					states[st.State]++
+				}
+				trips += st.Trips
+				refused += st.Refused
+			}
+		}
+		for _, s := range breaker.States {
+			ch <- prometheus.MustNewConstMetric(breakersDesc, prometheus.GaugeValue, float64(states[s]), dep, s.String())
+		}
+		ch <- prometheus.MustNewConstMetric(tripsDesc, prometheus.CounterValue, float64(trips), dep)
+		ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(refused), dep)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	pmodel "github.com/prometheus/common/model"
 
+	"github.com/ctxguard/ctxguard/internal/breaker"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/record"
 )
@@ -379,6 +380,12 @@ func TestBoundedLabels(t *testing.T) {
 	for _, o := range record.Outcomes {
 		allowed[string(o)] = true
 	}
+	for _, d := range Dependencies {
+		allowed[d] = true
+	}
+	for _, st := range breaker.States {
+		allowed[st.String()] = true
+	}
 	for name, mf := range scrape(t, m) {
 		if !strings.HasPrefix(name, namespace+"_") {
 			continue
@@ -467,5 +474,61 @@ func BenchmarkObserve(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		m.Observe(xs[i%len(xs)])
+	}
+}
+
+// TestBreakers: the breaker metrics count a dependency's breakers by
+// state, and sum their trips and refusals, as SetBreakers' function
+// reports them at each scrape; before it is set, and for a dependency
+// that is not known, they are zeros.
+func TestBreakers(t *testing.T) {
+	m := New()
+	value := func(s scraped, name string, match ...string) float64 {
+		t.Helper()
+		ss := s.series(name, match...)
+		if len(ss) != 1 {
+			t.Fatalf("%s %v: %d series", name, match, len(ss))
+		}
+		if g := ss[0].GetGauge(); g != nil {
+			return g.GetValue()
+		}
+		return ss[0].GetCounter().GetValue()
+	}
+	s := scrape(t, m)
+	for _, st := range breaker.States {
+		if v := value(s, "ctxguard_breakers", "dependency=summarizer", "state="+st.String()); v != 0 {
+			t.Errorf("%s: %v before SetBreakers", st, v)
+		}
+	}
+	var mu sync.Mutex
+	states := []breaker.Status{
+		{State: breaker.Closed, Trips: 2, Refused: 30},
+		{State: breaker.Open, Fails: 3, Trips: 1, Refused: 12},
+		{State: breaker.Open, Fails: 1, Trips: 1},
+		{State: breaker.Probing, Fails: 2, Trips: 4, Refused: 1},
+	}
+	m.SetBreakers("summarizer", func() []breaker.Status { mu.Lock(); defer mu.Unlock(); return states })
+	m.SetBreakers("not-a-dependency", func() []breaker.Status { t.Error("an unknown dependency was read"); return nil })
+	s = scrape(t, m)
+	for _, tc := range []struct {
+		name  string
+		match []string
+		want  float64
+	}{
+		{"ctxguard_breakers", []string{"state=closed"}, 1},
+		{"ctxguard_breakers", []string{"state=open"}, 2},
+		{"ctxguard_breakers", []string{"state=probing"}, 1},
+		{"ctxguard_breaker_trips_total", nil, 8},
+		{"ctxguard_breaker_refused_total", nil, 43},
+	} {
+		if got := value(s, tc.name, append(tc.match, "dependency=summarizer")...); got != tc.want {
+			t.Errorf("%s %v = %v, want %v", tc.name, tc.match, got, tc.want)
+		}
+	}
+	mu.Lock()
+	states = states[:1]
+	mu.Unlock()
+	if got := value(scrape(t, m), "ctxguard_breakers", "dependency=summarizer", "state=open"); got != 0 {
+		t.Errorf("open breakers %v after they closed: the scrape does not read the state afresh", got)
 	}
 }

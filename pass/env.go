@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ctxguard/ctxguard/internal/breaker"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
 )
@@ -68,6 +69,35 @@ type Job struct {
 	System, Input string
 	// MaxTokens bounds the summary's length.
 	MaxTokens int
+	// Overdue, if not nil, is closed when a request that needed this
+	// summary stopped waiting for it (compaction's wait passed): the
+	// call goes on, and a summarizer with a breaker counts it as timed
+	// out.
+	Overdue <-chan struct{}
+}
+
+// ErrBreakerOpen is matched by the error of a summary a Breaker refused,
+// or cut short, because its model API is known to fail. It is no failure
+// of the span: its summary is asked for again once the breaker lets
+// calls through.
+var ErrBreakerOpen = breaker.ErrOpen
+
+// Breaker is implemented by a Summarizer that stops calling a model API
+// that failed (summarize.Client, per upstream and model): its calls are
+// refused for a back-off period, then one call probes it.
+//
+// Compaction asks it before starting a summary: when a call would be
+// refused, none starts, and a request at the overflow line takes the
+// extractive summary at once. A request waits for a model's summary only
+// while the breaker is closed: never for a probe, whose answer is in
+// doubt.
+type Breaker interface {
+	// Allows reports whether a call for j (its Protocol and Model) would
+	// be made now, and whether it would be the probe of a breaker that
+	// opened. With count, a refusal is counted as a call refused:
+	// compaction counts the summary it writes without a model because
+	// of the breaker, not each request that asked while its span waited.
+	Allows(j *Job, count bool) (ok, probe bool)
 }
 
 // Summary is a summarizer's answer.

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -27,26 +25,45 @@ const TokenHeader = "X-Ctxguard-Token"
 // a ctxguard it started).
 const PidHeader = "X-Ctxguard-Pid"
 
-// authorize checks TokenHeader against Options.AuthToken. The digests are
-// compared in constant time, so neither the token nor its length leaks.
+// authorize checks TokenHeader against Options.AuthToken (the digests
+// are compared in constant time, so neither the token nor its length
+// leaks). A request for a local path that carries no token header is
+// also served when Options.LocalAuth admits it. A browser's GET of a
+// local page that is admitted neither way is sent to Options.SignIn.
 func (p *Proxy) authorize(r *http.Request) error {
-	if p.token == nil {
+	if p.keys == nil {
 		return nil
 	}
 	vs := r.Header.Values(TokenHeader)
-	if len(vs) == 1 {
-		sum := sha256.Sum256([]byte(vs[0]))
-		if subtle.ConstantTimeCompare(sum[:], p.token[:]) == 1 {
-			return nil
-		}
+	if len(vs) == 1 && p.keys.Token(vs[0]) {
+		return nil
+	}
+	if len(vs) == 0 && p.localAuth != nil && isLocal(r.URL.Path) && p.localAuth(r) {
+		return nil
 	}
 	detail := "no token"
 	if len(vs) > 0 {
 		detail = fmt.Sprintf("a wrong token (%d values)", len(vs))
 	}
+	if len(vs) == 0 && p.signIn != "" && browsing(r) {
+		return errSignIn
+	}
 	return &protocol.Error{Status: http.StatusUnauthorized, Kind: protocol.Authentication,
 		Message: "ctxguard: this proxy requires its token in the " + TokenHeader + " header",
 		Err:     fmt.Errorf("the request carried %s", detail)}
+}
+
+// errSignIn is authorize's answer to a browser that should sign in: a
+// redirect to Options.SignIn, not an error.
+var errSignIn = errors.New("sign in")
+
+// browsing reports whether r is a browser opening a page under
+// /ctxguard/ (not an API, a blob or the metrics): a GET that accepts
+// HTML.
+func browsing(r *http.Request) bool {
+	return r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/ctxguard/") &&
+		!strings.HasPrefix(r.URL.Path, "/ctxguard/v1/") && !strings.HasPrefix(r.URL.Path, "/ctxguard/api/") &&
+		strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
 // Early answers. A client may send its whole body before it reads the

@@ -93,8 +93,10 @@
 //
 // Access: with Options.AuthToken set, every request, /ctxguard/ paths
 // included, must carry it in X-Ctxguard-Token (401 otherwise); only the
-// health probes are served without it. That
-// header is never forwarded upstream, nor logged.
+// health probes are served without it, and the local paths that
+// Options.LocalAuth admits (a browser signed in to the dashboard, a
+// signed blob link). That header is never forwarded upstream, nor
+// logged.
 //
 // Errors: ctxguard's own failures (body over the limit, too slow or too
 // big for the buffers, a wrong token, upstream unreachable or timing
@@ -109,7 +111,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -123,6 +124,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ctxguard/ctxguard/internal/auth"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/record"
 )
@@ -287,6 +289,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Rewriter rewrites Messages bodies. Default: none (pure proxy).
 	Rewriter Rewriter
+	// LocalAuth, with AuthToken, admits a request for a local path
+	// (Extra's) that carries no token header: a sign-in cookie, a signed
+	// link, a public page. Default: none is.
+	LocalAuth func(r *http.Request) bool
+	// SignIn, with AuthToken, is the path a browser's GET of a page
+	// under /ctxguard/ (not /ctxguard/v1/ nor /ctxguard/api/) is
+	// redirected to (303) when it is not admitted, instead of 401.
+	SignIn string
 	// Extra serves every path under /ctxguard/, /metrics and the health
 	// probes /healthz and /readyz (never forwarded: no model API has
 	// them; the probes need no AuthToken). Default: 404 for those paths.
@@ -365,15 +375,18 @@ type Proxy struct {
 	routes   []route
 	protos   []protocol.Protocol
 	maxBody  int64
-	mem      *budget   // nil: no cap on buffered bytes
-	token    *[32]byte // SHA-256 of Options.AuthToken; nil: no token
-	t        Timeouts  // resolved: 0 means none
+	mem      *budget  // nil: no cap on buffered bytes
+	t        Timeouts // resolved: 0 means none
 	log      *slog.Logger
 	rw       Rewriter
 	extra    http.Handler
 	record   func(*record.Exchange)
 	dump     bool
 	rt       http.RoundTripper
+
+	keys      *auth.Keys // of Options.AuthToken; nil: no token
+	localAuth func(*http.Request) bool
+	signIn    string
 }
 
 // New returns a Proxy for opts.
@@ -426,10 +439,7 @@ func New(opts Options) (*Proxy, error) {
 	case opts.MaxBuffered > 0:
 		p.mem = &budget{max: opts.MaxBuffered}
 	}
-	if opts.AuthToken != "" {
-		sum := sha256.Sum256([]byte(opts.AuthToken))
-		p.token = &sum
-	}
+	p.keys, p.localAuth, p.signIn = auth.New(opts.AuthToken), opts.LocalAuth, opts.SignIn
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -529,10 +539,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{start: time.Now(), inBytes: r.ContentLength, outBytes: r.ContentLength, lease: newLease(p.mem)}
 	defer x.end() // also on a panic, so that no reservation outlives it
 	rc := http.NewResponseController(w)
-	_ = rc.EnableFullDuplex() // HTTP/2 is always full duplex and says so with an error
+	local := isLocal(r.URL.Path)
+	if !local {
+		// Not for ctxguard's own endpoints, which answer without the
+		// proxy's drain: net/http then discards an unread body itself
+		// (with full duplex, a body left unread makes it panic when it
+		// reads the connection's next request).
+		_ = rc.EnableFullDuplex() // HTTP/2 is always full duplex and says so with an error
+	}
 	x.body = p.newClientBody(r, rc, x.start)
 	defer x.body.end()
-	local := isLocal(r.URL.Path)
 	if !local {
 		p.dispatch(r, x)
 	} else if len(p.protos) > 0 {
@@ -541,6 +557,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if !isProbe(r.URL.Path) {
 		err = p.authorize(r)
+	}
+	if err == errSignIn {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Cache-Control", "no-store")
+		http.Redirect(w, r, p.signIn, http.StatusSeeOther)
+		return
 	}
 	if err == nil && local {
 		if p.extra != nil {

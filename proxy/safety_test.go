@@ -721,6 +721,69 @@ func TestAuthToken(t *testing.T) {
 	}
 }
 
+// TestLocalAuth: with a token, Options.LocalAuth admits local requests
+// that carry no token header, and only those: never an API path, never
+// one with a wrong token header. A browser's GET of a page it does not
+// admit is sent to Options.SignIn; an API call or a blob gets 401.
+func TestLocalAuth(t *testing.T) {
+	const token = "s3cret-token-0123456789"
+	up := newUpstream(t, nil)
+	extra := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "local") })
+	admit := func(r *http.Request) bool { return r.Header.Get("Cookie") == "ok=1" }
+	srv, _ := newProxyServer(t, up.URL, Options{AuthToken: token, Extra: extra, Rewriter: &identity{}, LocalAuth: admit, SignIn: "/ctxguard/signin"})
+	html := "text/html,application/xhtml+xml"
+	for _, tc := range []struct {
+		name, method, path, cookie, accept string
+		token                              []string
+		status                             int
+		location                           string
+	}{
+		{"admitted", "GET", "/ctxguard/v1/stats", "ok=1", "", nil, 200, ""},
+		{"admitted page", "GET", "/ctxguard/", "ok=1", html, nil, 200, ""},
+		{"admitted, but a wrong token header", "GET", "/ctxguard/v1/stats", "ok=1", "", []string{"wrong"}, 401, ""},
+		{"admitted cookie on the model API", "POST", "/v1/messages", "ok=1", "", nil, 401, ""},
+		{"not admitted, API", "GET", "/ctxguard/api/overview", "", html, nil, 401, ""},
+		{"not admitted, blob", "GET", "/ctxguard/v1/blobs/abcdefghijklm", "", html, nil, 401, ""},
+		{"not admitted, metrics", "GET", "/metrics", "", html, nil, 401, ""},
+		{"not admitted, page, browser", "GET", "/ctxguard/config", "", html, nil, 303, "/ctxguard/signin"},
+		{"not admitted, page, not a browser", "GET", "/ctxguard/config", "", "*/*", nil, 401, ""},
+		{"not admitted, page, POST", "POST", "/ctxguard/config", "", html, nil, 401, ""},
+		{"the token", "GET", "/ctxguard/config", "", html, []string{token}, 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := jsonHeader()
+			if tc.cookie != "" {
+				h.Set("Cookie", tc.cookie)
+			}
+			if tc.accept != "" {
+				h.Set("Accept", tc.accept)
+			}
+			h["X-Ctxguard-Token"] = tc.token
+			res, _ := do(t, rawClient(), tc.method, srv.URL+tc.path, h, strings.NewReader(`{"messages":[]}`))
+			if res.StatusCode != tc.status || res.Header.Get("Location") != tc.location {
+				t.Errorf("%d to %q, want %d to %q", res.StatusCode, res.Header.Get("Location"), tc.status, tc.location)
+			}
+		})
+	}
+}
+
+// TestLocalUnreadBody: a local endpoint that answers a POST without
+// reading its body (405, 403) leaves the connection usable for the next
+// request. (Before: with full duplex on, net/http panicked reading the
+// next request and reset the connection.)
+func TestLocalUnreadBody(t *testing.T) {
+	up := newUpstream(t, nil)
+	extra := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusMethodNotAllowed) })
+	srv, _ := newProxyServer(t, up.URL, Options{Extra: extra, Rewriter: &identity{}})
+	c := rawClient()
+	for i := range 3 {
+		res, _ := do(t, c, "POST", srv.URL+"/ctxguard/api/overview", jsonHeader(), strings.NewReader(strings.Repeat("x", 10_000)))
+		if res.StatusCode != http.StatusMethodNotAllowed {
+			t.Fatalf("request %d: %d", i, res.StatusCode)
+		}
+	}
+}
+
 // TestNoContentTypeInvented: an answer without Content-Type reaches the
 // client without one (net/http would sniff one).
 func TestNoContentTypeInvented(t *testing.T) {

@@ -38,6 +38,12 @@ type Ref struct {
 type Blobs struct {
 	Store   Store
 	BaseURL string // e.g. "http://127.0.0.1:8787"; the URL is BaseURL + "/ctxguard/v1/blobs/" + id
+	// Sign, if set (with BaseURL), signs the link to a blob: the URL is
+	// BaseURL + "/ctxguard/v1/blobs/" + id + "/" + Sign(id), a capability
+	// that opens that blob without credentials, and the model reads the
+	// blob's name as id/sig (Name). It must be a deterministic function
+	// of id, so that every process sends the same bytes.
+	Sign func(id string) string
 	// TTL is the store's blob TTL; Use refreshes a blob at most every
 	// RefreshInterval(TTL).
 	TTL time.Duration
@@ -192,19 +198,33 @@ func (b *Blobs) KeepFrom(ctx context.Context, raw []byte, decode func([]byte) ([
 func (b *Blobs) Ref(id string) Ref {
 	r := Ref{ID: id, Path: BlobPath(b.Store, id)}
 	if b.BaseURL != "" {
-		r.URL = b.BaseURL + "/ctxguard/v1/blobs/" + id
+		r.URL = b.BaseURL + "/ctxguard/v1/blobs/" + b.Name(id)
 	}
 	return r
 }
 
+// signed reports whether blob links carry signatures.
+func (b *Blobs) signed() bool { return b.Sign != nil && b.BaseURL != "" }
+
+// Name returns how text the model reads names blob id: the id, or, with
+// signed links, "id/sig", which Howto explains.
+func (b *Blobs) Name(id string) string {
+	if !b.signed() {
+		return id
+	}
+	return id + "/" + b.Sign(id)
+}
+
 // Howto tells the model, once per request, how to get any blob back by
-// its id.
+// its name (Name).
 func (b *Blobs) Howto() string {
 	var ways []string
 	if d := BlobDir(b.Store); d != "" {
 		ways = append(ways, "read the file "+d+"/<blob>.txt")
 	}
-	if b.BaseURL != "" {
+	if b.signed() {
+		ways = append(ways, "GET "+b.BaseURL+"/ctxguard/v1/blobs/<blob>/<sig> (no header needed), where a blob is named <blob>/<sig>")
+	} else if b.BaseURL != "" {
 		ways = append(ways, "GET "+b.BaseURL+"/ctxguard/v1/blobs/<blob>")
 	}
 	if len(ways) == 0 {

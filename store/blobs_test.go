@@ -228,3 +228,46 @@ func BenchmarkUse(b *testing.B) {
 		}
 	}
 }
+
+// TestSignedLinks: with Sign and a base URL, a blob's URL ends with its
+// signature and the model reads its name as id/sig, which Howto
+// explains; without Sign, or without a base URL, names and links are the
+// plain ids, as before signing existed.
+func TestSignedLinks(t *testing.T) {
+	dir, err := store.OpenDir(t.TempDir(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	sign := func(id string) string { return "sig" + id[:3] }
+	const base = "http://127.0.0.1:8787"
+	d := store.BlobDir(dir)
+	for _, tc := range []struct {
+		name              string
+		b                 *store.Blobs
+		wantName, wantURL string
+		wantHowto         string
+	}{
+		{"unsigned", &store.Blobs{Store: dir, BaseURL: base},
+			"abcdefghijklm", base + "/ctxguard/v1/blobs/abcdefghijklm",
+			"read the file " + d + "/<blob>.txt, or GET " + base + "/ctxguard/v1/blobs/<blob>"},
+		{"signed", &store.Blobs{Store: dir, BaseURL: base, Sign: sign},
+			"abcdefghijklm/sigabc", base + "/ctxguard/v1/blobs/abcdefghijklm/sigabc",
+			"read the file " + d + "/<blob>.txt, or GET " + base + "/ctxguard/v1/blobs/<blob>/<sig> (no header needed), where a blob is named <blob>/<sig>"},
+		{"signing without a URL", &store.Blobs{Store: dir, Sign: sign},
+			"abcdefghijklm", "", "read the file " + d + "/<blob>.txt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := tc.b.Ref("abcdefghijklm")
+			if got := tc.b.Name("abcdefghijklm"); got != tc.wantName {
+				t.Errorf("Name = %q, want %q", got, tc.wantName)
+			}
+			if ref.URL != tc.wantURL || ref.Path != d+"/abcdefghijklm.txt" {
+				t.Errorf("Ref = %+v, want URL %q", ref, tc.wantURL)
+			}
+			if got := tc.b.Howto(); got != tc.wantHowto {
+				t.Errorf("Howto = %q\nwant    %q", got, tc.wantHowto)
+			}
+		})
+	}
+}

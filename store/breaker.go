@@ -8,8 +8,9 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/ctxguard/ctxguard/internal/breaker"
 )
 
 // ErrUnavailable is matched by the errors of a Breaker's calls while its
@@ -44,22 +45,23 @@ var ErrUnavailable = errors.New("store: unavailable")
 // through and change nothing, since the caller did not wait. Nor is a
 // call its caller cancelled.
 //
+// The states and their periods are internal/breaker's, the state machine
+// the summarizer's breakers share, with a fixed back-off of Retry; a call
+// that finds the back-off over starts the probe (a Ping) rather than
+// being it.
+//
 // Optional capabilities of the wrapped store (Files, or a test's
 // interface) are found through Unwrap and As.
 type Breaker struct {
-	s Store
-	o BreakerOptions
+	s  Store
+	o  BreakerOptions
+	br *breaker.Breaker // the state: closed is up, open or probing down
 
-	cur     atomic.Pointer[breakerState]
-	probing atomic.Bool
-
-	mu        sync.Mutex
-	probed    time.Time // when the last probe ended (or the store went down)
-	closed    bool
-	base      context.Context // ends at Close: probes run under it
-	cancel    context.CancelFunc
-	probes    sync.WaitGroup
-	downCalls atomic.Int64
+	mu     sync.Mutex
+	closed bool
+	base   context.Context // ends at Close: probes run under it
+	cancel context.CancelFunc
+	probes sync.WaitGroup
 }
 
 // BreakerOptions configure a Breaker. The zero value takes the defaults.
@@ -77,17 +79,6 @@ type BreakerOptions struct {
 	OnChange func(err error)
 }
 
-// breakerState is one period of the store being up or down. A period that
-// is up has a context that ends when it does: calls made in it run under
-// it, so that finding the store down cuts them short.
-type breakerState struct {
-	down   bool
-	err    error           // why it is down
-	fail   error           // down: what calls return (ErrUnavailable, and why)
-	ctx    context.Context // up: ends when the store is found down
-	cancel context.CancelFunc
-}
-
 // NewBreaker wraps s. Close closes s.
 func NewBreaker(s Store, o BreakerOptions) *Breaker {
 	if o.Now == nil {
@@ -99,16 +90,9 @@ func NewBreaker(s Store, o BreakerOptions) *Breaker {
 	if o.ProbeTimeout <= 0 {
 		o.ProbeTimeout = 5 * time.Second
 	}
-	b := &Breaker{s: s, o: o}
+	b := &Breaker{s: s, o: o, br: breaker.New(breaker.Options{Now: o.Now, Backoff: o.Retry})}
 	b.base, b.cancel = context.WithCancel(context.Background())
-	b.cur.Store(b.up())
 	return b
-}
-
-// up returns a new period of the store being up.
-func (b *Breaker) up() *breakerState {
-	ctx, cancel := context.WithCancel(b.base)
-	return &breakerState{ctx: ctx, cancel: cancel}
 }
 
 // Unwrap returns the wrapped store.
@@ -116,13 +100,13 @@ func (b *Breaker) Unwrap() Store { return b.s }
 
 // Down reports whether the store is known to be down, and why.
 func (b *Breaker) Down() (bool, error) {
-	st := b.cur.Load()
-	return st.down, st.err
+	st := b.br.Status()
+	return st.State != breaker.Closed, st.Err
 }
 
 // Skipped reports how many calls failed at once, without reaching the
 // store, because it was known to be down.
-func (b *Breaker) Skipped() int64 { return b.downCalls.Load() }
+func (b *Breaker) Skipped() int64 { return int64(b.br.Status().Refused) }
 
 // result is what a call of the store returned.
 type result[T any] struct {
@@ -137,14 +121,26 @@ type result[T any] struct {
 // that heeds only its deadline); f then ends by the store's own bound,
 // and what it returns is dropped (closed, if it is an io.Closer).
 func call[T any](b *Breaker, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	return run(b, ctx, false, f)
+}
+
+// run is call; with strict, any failure of f but the caller's
+// cancellation marks the store down, not only a timeout (Ping).
+func run[T any](b *Breaker, ctx context.Context, strict bool, f func(context.Context) (T, error)) (T, error) {
 	var zero T
-	st := b.cur.Load()
-	if st.down {
-		b.downCalls.Add(1)
-		b.maybeProbe()
-		return zero, st.fail
+	c, ok := b.br.Allow()
+	if ok && c.Probe() {
+		// The store was down and may be back: this call starts the probe
+		// in the background and, like the others, fails at once.
+		b.br.Refuse()
+		b.startProbe(c)
+		ok = false
+	}
+	if !ok {
+		return zero, b.unavailable()
 	}
 	if err := ctx.Err(); err != nil {
+		c.Release()
 		return zero, err
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -157,22 +153,28 @@ func call[T any](b *Breaker, ctx context.Context, f func(context.Context) (T, er
 	var r result[T]
 	select {
 	case r = <-ch:
-	case <-st.ctx.Done():
+	case <-c.Done():
 		go drop(ch)
+		c.Release()
 		return zero, b.unavailable()
 	case <-ctx.Done():
 		go drop(ch)
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			b.trip(st, ctx.Err()) // it waited for the store until the caller's deadline
+			b.trip(c, ctx.Err()) // it waited for the store until the caller's deadline
+		} else {
+			c.Release()
 		}
 		return zero, ctx.Err()
 	}
 	switch {
 	case r.err == nil:
+		c.Success()
 	case ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded):
-		// The caller gave up.
-	case timeout(r.err):
-		b.trip(st, r.err)
+		c.Release() // the caller gave up
+	case strict || timeout(r.err):
+		b.trip(c, r.err)
+	default:
+		c.Release() // an answer, not a failure
 	}
 	return r.v, r.err
 }
@@ -186,11 +188,11 @@ func drop[T any](ch <-chan result[T]) {
 	}
 }
 
-// unavailable is the error of a call cut short when the store was found
-// down.
+// unavailable is the error of a call refused or cut short because the
+// store is down: ErrUnavailable, and why.
 func (b *Breaker) unavailable() error {
-	if st := b.cur.Load(); st.down {
-		return st.fail
+	if err := b.br.Status().Err; err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	return ErrUnavailable // and already back
 }
@@ -204,56 +206,46 @@ func timeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// trip marks the store down, if st is still the current period: a call
-// that ends after the store was found down and back up says nothing of
-// the new period.
-func (b *Breaker) trip(st *breakerState, err error) {
-	if st.down {
-		return
-	}
-	if !b.cur.CompareAndSwap(st, &breakerState{down: true, err: err, fail: fmt.Errorf("%w: %v", ErrUnavailable, err)}) {
-		return
-	}
-	b.mu.Lock()
-	b.probed = b.o.Now()
-	b.mu.Unlock()
-	st.cancel()
-	if b.o.OnChange != nil {
+// trip marks the store down, if c's period is still the current one: a
+// call that ends after the store was found down and back up says nothing
+// of the new period. The calls in flight see their Done closed.
+func (b *Breaker) trip(c *breaker.Call, err error) {
+	if c.Failure(err) && b.o.OnChange != nil {
 		b.o.OnChange(err)
 	}
 }
 
-// maybeProbe starts a probe in the background unless one runs, or the
-// last ended less than Retry ago.
-func (b *Breaker) maybeProbe() {
+// startProbe runs the probe c permits in the background, unless the
+// Breaker is closed.
+func (b *Breaker) startProbe(c *breaker.Call) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed || b.o.Now().Sub(b.probed) < b.o.Retry || !b.probing.CompareAndSwap(false, true) {
+	if b.closed {
+		c.Release()
 		return
 	}
 	b.probes.Add(1)
 	go func() {
 		defer b.probes.Done()
-		b.probe(b.base)
+		b.probe(b.base, c)
 	}()
 }
 
-// probe pings the store (the caller holds b.probing) and restores normal
-// service if it answers.
-func (b *Breaker) probe(ctx context.Context) error {
+// probe pings the store with the probe c permits, and restores normal
+// service if it answers; else the next probe waits Retry.
+func (b *Breaker) probe(ctx context.Context, c *breaker.Call) error {
 	ctx, cancel := context.WithTimeout(ctx, b.o.ProbeTimeout)
 	err := b.s.Ping(ctx)
 	cancel()
-	b.mu.Lock()
-	b.probed = b.o.Now()
-	b.mu.Unlock()
-	if err == nil {
-		if st := b.cur.Load(); st.down && b.cur.CompareAndSwap(st, b.up()) && b.o.OnChange != nil {
-			b.o.OnChange(nil)
-		}
+	if err != nil {
+		c.Failure(err)
+		return err
 	}
-	b.probing.Store(false)
-	return err
+	c.Success()
+	if b.o.OnChange != nil {
+		b.o.OnChange(nil)
+	}
+	return nil
 }
 
 // Ping implements Store. While the store is up it pings it, and any
@@ -261,17 +253,14 @@ func (b *Breaker) probe(ctx context.Context) error {
 // failed). While it is down, Ping is the probe when none runs (and
 // reports what the store says); when one runs, it fails at once.
 func (b *Breaker) Ping(ctx context.Context) error {
-	st := b.cur.Load()
-	if st.down {
-		if !b.probing.CompareAndSwap(false, true) {
-			return st.fail
+	if b.br.Status().State != breaker.Closed {
+		c, ok := b.br.Probe()
+		if !ok {
+			return b.unavailable()
 		}
-		return b.probe(ctx)
+		return b.probe(ctx, c)
 	}
-	_, err := call(b, ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, b.s.Ping(ctx) })
-	if err != nil && !errors.Is(err, ErrUnavailable) && !errors.Is(ctx.Err(), context.Canceled) {
-		b.trip(st, err)
-	}
+	_, err := run(b, ctx, true, func(ctx context.Context) (struct{}, error) { return struct{}{}, b.s.Ping(ctx) })
 	return err
 }
 

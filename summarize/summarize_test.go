@@ -240,10 +240,12 @@ func TestConcurrencyAndCancel(t *testing.T) {
 }
 
 // TestTimeout: an upstream that never answers fails the attempt within
-// Timeout (as a deadline error), and the retries too.
+// Timeout (as a deadline error), which is not retried: it would wait as
+// long again.
 func TestTimeout(t *testing.T) {
 	block := make(chan struct{})
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
+	var calls atomic.Int32
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1); <-block }))
 	defer s.Close()
 	defer close(block)
 	cfg := compact.DefaultSummarizer()
@@ -252,6 +254,9 @@ func TestTimeout(t *testing.T) {
 	_, err := c.Summarize(context.Background(), job("anthropic", "m"))
 	if err == nil || !strings.Contains(err.Error(), "deadline") {
 		t.Fatalf("err = %v", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d attempts, want 1", n)
 	}
 }
 

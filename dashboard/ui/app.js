@@ -294,8 +294,25 @@ async function configPage() {
     el("h2", {}, "Models seen"),
     rows.length ? table(["Model", "Registry id", "Provider", "Window ", "Max output ", "Known", "Input / cache write / read per M "], rows) :
       el("p", { class: "muted" }, "No model seen yet."),
+    el("h2", {}, "Summarizer"),
+    breakersView(c.breakers || []),
     el("h2", {}, "Effective configuration"),
     el("pre", { id: "yaml" }, c.yaml || "(not available)"));
+}
+
+// breakersView shows the summarizer's circuit breakers, one per upstream
+// and model it called.
+function breakersView(bs) {
+  if (!bs.length) return el("p", { class: "muted" }, "No summarizer call yet.");
+  const when = t => t ? new Date(t).toLocaleTimeString() : "—";
+  return table(["Upstream", "Model", "State", "Failures in a row ", "Last failure", "Next probe", "Opened ", "Refused "],
+    bs.map(b => el("tr", { "data-breaker": b.state },
+      el("td", {}, b.upstream), el("td", {}, b.model),
+      el("td", { "data-field": "state" }, b.state === "closed" ? "closed: calls are made" :
+        b.state === "open" ? "open: summaries are extractive" : "probing: one call checks it"),
+      el("td", { class: "num" }, String(b.fails)), el("td", {}, b.error || "—"),
+      el("td", {}, b.state === "open" ? when(b.until) : "—"),
+      el("td", { class: "num" }, String(b.trips)), el("td", { class: "num" }, String(b.refused)))));
 }
 
 // ---- wiring

@@ -313,6 +313,9 @@ func startServe(t *testing.T, cfg config.Config) string {
 	defer logf.Close()
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--config", file)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if cfg.AuthToken != "" { // the YAML has it redacted
+		cmd.Env = append(os.Environ(), "CTXGUARD_AUTH_TOKEN="+cfg.AuthToken)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

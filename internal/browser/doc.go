@@ -1,7 +1,8 @@
 // Package browser tests the dashboard as a person sees it: headless
 // Chromium (Debian's chromium, driven by chromedp) opens the pages that
 // ctxguard serves in front of a fake Messages API, after a scripted
-// Claude-Code-like session went through it.
+// Claude-Code-like session went through it; with auth_token set, it
+// signs in through the sign-in page.
 //
 // Run it with
 //

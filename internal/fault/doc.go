@@ -13,7 +13,10 @@
 // held, so it keeps holding: resets mid-stream, upstream errors passed
 // through exactly, client disconnects cancelling the upstream,
 // decompression bombs, path traversal on blob ids, two processes on one
-// data dir, restart determinism and a full disk failing open.
+// data dir, restart determinism and a full disk failing open; a
+// summarizer that answers 500, hangs or is too slow (its breaker), and
+// auth for those who cannot send the token header: a dashboard signed in
+// through its form, signed blob links fetched by the real curl.
 //
 // The disk-full case mounts a small tmpfs in a private mount namespace
 // (unshare -m, as root); where that is not allowed it limits the file

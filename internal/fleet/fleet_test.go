@@ -23,6 +23,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/auth"
 	"github.com/ctxguard/ctxguard/internal/module"
 	"github.com/ctxguard/ctxguard/internal/procs"
 	"github.com/ctxguard/ctxguard/internal/shareddata"
@@ -130,6 +131,7 @@ type upstream struct {
 	blobs     map[string]bool     // blob ids named by stubs
 	carried   map[string]bool     // tags of requests that carried a model's summary
 	compacted int                 // requests that carried a compaction
+	signed    int                 // requests that name a blob with its signature
 }
 
 func newUpstream(t *testing.T) *upstream {
@@ -180,6 +182,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		if bytes.Contains(body, []byte("ctxguard compacted the first")) {
 			u.compacted++
 		}
+		if signedRef.Match(body) {
+			u.signed++
+		}
 	}
 	u.mu.Unlock()
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -199,25 +204,27 @@ type received struct {
 	blobs     map[string]bool
 	carried   map[string]bool
 	compacted int
+	signed    int
 }
 
 // take returns what the upstream received since the last take.
 func (u *upstream) take() received {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	r := received{u.got, u.summaries, u.blobs, u.carried, u.compacted}
-	u.got, u.summaries, u.blobs, u.carried, u.compacted = map[string][32]byte{}, map[[32]byte]int{}, map[string]bool{}, map[string]bool{}, 0
+	r := received{u.got, u.summaries, u.blobs, u.carried, u.compacted, u.signed}
+	u.got, u.summaries, u.blobs, u.carried, u.compacted, u.signed = map[string][32]byte{}, map[[32]byte]int{}, map[string]bool{}, map[string]bool{}, 0, 0
 	return r
 }
 
 // fleet is ctxguard serve processes on one Redis database.
 type fleet struct {
-	t    *testing.T
-	bin  string
-	conf string
-	env  []string
-	proc []*procs.Proc
-	next int
+	t     *testing.T
+	bin   string
+	conf  string
+	token string // auth_token, sent with every request; "" for none
+	env   []string
+	proc  []*procs.Proc
+	next  int
 }
 
 // config is the configuration every instance runs with: a small window so
@@ -249,8 +256,11 @@ func fleetConfig(t *testing.T, up *upstream, storeURL, summarizer string) string
 	return file
 }
 
-func startFleet(t *testing.T, bin, conf string, n int) *fleet {
-	f := &fleet{t: t, bin: bin, conf: conf, env: append(os.Environ(), "HOME="+t.TempDir())}
+func startFleet(t *testing.T, bin, conf string, n int, token string) *fleet {
+	f := &fleet{t: t, bin: bin, conf: conf, token: token, env: append(os.Environ(), "HOME="+t.TempDir())}
+	if token != "" {
+		f.env = append(f.env, "CTXGUARD_AUTH_TOKEN="+token) // the YAML has it redacted
+	}
 	for i := range n {
 		f.proc = append(f.proc, f.start(i))
 	}
@@ -293,6 +303,9 @@ func (f *fleet) send(c *http.Client, r request) {
 	}
 	req.Header = r.header.Clone()
 	req.Header.Set(tagHeader, r.tag)
+	if f.token != "" {
+		req.Header.Set("X-Ctxguard-Token", f.token)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		f.t.Fatalf("%s via %s: %v", r.tag, p.Name, err)
@@ -331,8 +344,12 @@ func build(t *testing.T) string {
 	return bins[0]
 }
 
-// blobRef matches a blob named by a stub or a compaction's note.
-var blobRef = regexp.MustCompile(`\bblobs? ([a-z]{13})\b|/ctxguard/v1/blobs/([a-z]{13})\b`)
+// blobRef matches a blob named by a stub or a compaction's note;
+// signedRef one named with its signature (auth_token).
+var (
+	blobRef   = regexp.MustCompile(`\bblobs? ([a-z]{13})\b|/ctxguard/v1/blobs/([a-z]{13})\b`)
+	signedRef = regexp.MustCompile(`(?:\bblob |/ctxguard/v1/blobs/)[a-z]{13}/[a-z]{22}\b`)
+)
 
 // TestFleetSameBytes replays the shared sessions (Claude Code and Codex
 // CLI) through one instance, then through two instances on another Redis
@@ -340,7 +357,10 @@ var blobRef = regexp.MustCompile(`\bblobs? ([a-z]{13})\b|/ctxguard/v1/blobs/([a-
 // must receive the same bytes for every request. Summaries are extractive
 // (no model), so each one sent is decided by the request alone and the
 // two runs can be compared byte for byte. Then every blob a stub names is
-// fetched from both instances.
+// fetched from both instances. It runs without auth_token, and with one:
+// then the stubs name blobs with their signatures, which every instance
+// computes alike, and each blob's signed link opens it, with no header,
+// at both instances.
 func TestFleetSameBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fleet test replays every shared session three times")
@@ -348,52 +368,68 @@ func TestFleetSameBytes(t *testing.T) {
 	reqs := sessions(t)
 	bin := build(t)
 	rs := redistest.Start(t)
-	up := newUpstream(t)
-
-	one := startFleet(t, bin, fleetConfig(t, up, rs.URL(0), "none"), 1)
-	ref := run(t, one, up, reqs, -1)
-	two := startFleet(t, bin, fleetConfig(t, up, rs.URL(1), "none"), 2)
-	fl := run(t, two, up, reqs, 1)
-	want, got := ref.got, fl.got
-
-	if len(want) != len(reqs) || len(got) != len(reqs) {
-		t.Fatalf("the upstream saw %d requests from one instance and %d from two, of %d sent", len(want), len(got), len(reqs))
-	}
-	diff := 0
-	for _, r := range reqs {
-		if want[r.tag] != got[r.tag] {
-			if diff++; diff <= 5 {
-				t.Errorf("%s: the fleet sent other bytes than one instance", r.tag)
-			}
+	for i, token := range []string{"", "fleet-auth-token-8e21c4a7"} {
+		name := "no token"
+		if token != "" {
+			name = "auth_token"
 		}
-	}
-	if diff > 0 {
-		t.Fatalf("%d of %d requests differ", diff, len(reqs))
-	}
-	if fl.compacted == 0 || fl.compacted != ref.compacted {
-		t.Fatalf("requests carrying a compaction: %d through one instance, %d through two; want the same, not 0", ref.compacted, fl.compacted)
-	}
+		t.Run(name, func(t *testing.T) {
+			up := newUpstream(t)
+			one := startFleet(t, bin, fleetConfig(t, up, rs.URL(3*i), "none"), 1, token)
+			ref := run(t, one, up, reqs, -1)
+			two := startFleet(t, bin, fleetConfig(t, up, rs.URL(3*i+1), "none"), 2, token)
+			fl := run(t, two, up, reqs, 1)
+			want, got := ref.got, fl.got
 
-	// Every blob a stub names is served by both instances, the one
-	// that wrote it and the other.
-	if len(fl.blobs) < 20 {
-		t.Fatalf("only %d blobs named by stubs: the sessions were hardly rewritten", len(fl.blobs))
-	}
-	c := &http.Client{Timeout: time.Minute}
-	for id := range fl.blobs {
-		var first []byte
-		for _, p := range two.proc {
-			b := getBlob(t, c, p, id)
-			if store.ID(b) != id {
-				t.Fatalf("blob %s from %s: content address %s", id, p.Name, store.ID(b))
+			if len(want) != len(reqs) || len(got) != len(reqs) {
+				t.Fatalf("the upstream saw %d requests from one instance and %d from two, of %d sent", len(want), len(got), len(reqs))
 			}
-			if first != nil && !bytes.Equal(first, b) {
-				t.Fatalf("blob %s differs between instances", id)
+			diff := 0
+			for _, r := range reqs {
+				if want[r.tag] != got[r.tag] {
+					if diff++; diff <= 5 {
+						t.Errorf("%s: the fleet sent other bytes than one instance", r.tag)
+					}
+				}
 			}
-			first = b
-		}
+			if diff > 0 {
+				t.Fatalf("%d of %d requests differ", diff, len(reqs))
+			}
+			if fl.compacted == 0 || fl.compacted != ref.compacted {
+				t.Fatalf("requests carrying a compaction: %d through one instance, %d through two; want the same, not 0", ref.compacted, fl.compacted)
+			}
+			if (fl.signed > 0) != (token != "") {
+				t.Fatalf("%d requests name a blob with its signature; want some exactly when auth_token is set", fl.signed)
+			}
+
+			// Every blob a stub names is served by both instances, the
+			// one that wrote it and the other.
+			if len(fl.blobs) < 20 {
+				t.Fatalf("only %d blobs named by stubs: the sessions were hardly rewritten", len(fl.blobs))
+			}
+			c := &http.Client{Timeout: time.Minute}
+			keys := auth.New(token)
+			for id := range fl.blobs {
+				var first []byte
+				for _, p := range two.proc {
+					path := "/ctxguard/v1/blobs/" + id
+					if keys != nil {
+						path += "/" + keys.SignBlob(id) // the link the stubs give, no header
+					}
+					b := getBlob(t, c, p, path)
+					if store.ID(b) != id {
+						t.Fatalf("blob %s from %s: content address %s", id, p.Name, store.ID(b))
+					}
+					if first != nil && !bytes.Equal(first, b) {
+						t.Fatalf("blob %s differs between instances", id)
+					}
+					first = b
+				}
+			}
+			t.Logf("%d requests, the same bytes; %d carried a compaction, %d named signed blobs; %d blobs served by both instances",
+				len(reqs), fl.compacted, fl.signed, len(fl.blobs))
+		})
 	}
-	t.Logf("%d requests, the same bytes; %d carried a compaction; %d blobs served by both instances", len(reqs), fl.compacted, len(fl.blobs))
 }
 
 // TestFleetSummarizesOnce: two instances on one store, taking a session's
@@ -413,7 +449,7 @@ func TestFleetSummarizesOnce(t *testing.T) {
 	bin := build(t)
 	rs := redistest.Start(t)
 	up := newUpstream(t)
-	two := startFleet(t, bin, fleetConfig(t, up, rs.URL(2), "session"), 2)
+	two := startFleet(t, bin, fleetConfig(t, up, rs.URL(2), "session"), 2, "")
 	fl := run(t, two, up, reqs, 0)
 	if len(fl.summaries) == 0 {
 		t.Fatal("no summary was asked for: the sessions were not compacted")
@@ -439,16 +475,17 @@ func TestFleetSummarizesOnce(t *testing.T) {
 	t.Logf("%d summaries asked for, each once; %d and %d requests carried one", len(fl.summaries), by[0], by[1])
 }
 
-func getBlob(t *testing.T, c *http.Client, p *procs.Proc, id string) []byte {
+// getBlob fetches the blob at path from p.
+func getBlob(t *testing.T, c *http.Client, p *procs.Proc, path string) []byte {
 	t.Helper()
-	resp, err := c.Get(p.URL + "/ctxguard/v1/blobs/" + id)
+	resp, err := c.Get(p.URL + path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET blob %s from %s: %s, %v: %.200s", id, p.Name, resp.Status, err, b)
+		t.Fatalf("GET %s from %s: %s, %v: %.200s", path, p.Name, resp.Status, err, b)
 	}
 	return b
 }

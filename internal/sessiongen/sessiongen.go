@@ -95,6 +95,20 @@ func (s *Session) Requests() ([]*transcript.Request, error) {
 	return out, nil
 }
 
+// Bodies returns the bodies of the session's request stream (Requests),
+// oldest first.
+func (s *Session) Bodies() ([][]byte, error) {
+	reqs, err := s.Requests()
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(reqs))
+	for k, r := range reqs {
+		out[k] = r.Body
+	}
+	return out, nil
+}
+
 // Generate makes one session from r. It fails only if the transcript it
 // wrote does not load as exactly one session, which is a bug here.
 func Generate(r *rand.Rand, opt Options) (*Session, error) {

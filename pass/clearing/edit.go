@@ -190,7 +190,7 @@ func (p *Pass) resultStub(r *pipeline.Request, b *conversation.Block, first bool
 
 // stub renders the text that replaces a cleared item.
 func (p *Pass) stub(what string, k store.Kept, first bool) string {
-	core := what + stub.Size(k.Chars) + " chars, blob " + k.ID + "]"
+	core := what + stub.Size(k.Chars) + " chars, blob " + p.blobs.Name(k.ID) + "]"
 	if first {
 		return "[ctxguard clears old tool output to keep this session small; each cleared item names a blob with its full text: " +
 			p.blobs.Howto() + ". This one: " + core

@@ -105,7 +105,7 @@ func (p *Pass) dropRun(r *pipeline.Request, a, b int, howto string) ([]splice.Ed
 		return nil, err
 	}
 	note := "[ctxguard dropped " + strconv.Itoa((b-a+1)/2) + " earlier tool rounds (" + callCounts(c, a, b) +
-		") to keep this session small; their calls and results are in blob " + kept.ID + ": " + howto + "]"
+		") to keep this session small; their calls and results are in blob " + p.blobs.Name(kept.ID) + ": " + howto + "]"
 
 	out := make([]splice.Edit, 0, b-a+1)
 	for i := a; i < b; i += 2 {

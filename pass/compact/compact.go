@@ -494,12 +494,19 @@ func (s *planState) summary(cur int, env *pipeline.Env) (*record, error) {
 		return nil, nil
 	}
 	var rec *record
-	if job != nil && wait {
-		s.now.waited = true
-		rec = job.wait(s.r.Ctx, s.p.cfg.Wait)
+	if job != nil && wait && !job.probe {
+		// Only while the summarizer's breaker is closed: not for a call
+		// cut short, nor for another job's probe.
+		if ok, probe := s.p.allows(env.Protocol, s.r.Conv.Model, false); ok && !probe {
+			s.now.waited = true
+			rec = job.wait(s.r.Ctx, s.p.cfg.Wait)
+		}
 	}
 	if rec != nil {
 		return rec, nil
+	}
+	if job == nil && s.p.sum != nil {
+		s.p.allows(env.Protocol, s.r.Conv.Model, true) // counts a refusal, if that is why
 	}
 	// No summary in time: the extractive one, unless a model's landed
 	// meanwhile (the first record written wins).

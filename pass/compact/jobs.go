@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,11 @@ const retryAfter = 5 * time.Minute
 // process that finds another's lease in force does not ask, but watches
 // the store for the summary until the lease's deadline. A lease whose
 // deadline passed (its process died) is taken over.
+//
+// A summarizer with a breaker (pass.Breaker) is asked before a job starts: a
+// job starts only when a call would be made, and a request waits for a
+// job only while the breaker is closed. A request that waited for a job
+// as long as it may (Config.Wait) tells the summarizer (Job.Overdue).
 type jobs struct {
 	p       *Pass
 	timeout time.Duration
@@ -43,6 +49,24 @@ type jobs struct {
 type job struct {
 	done chan struct{}
 	rec  *record
+	// probe: the job's call is the probe of a summarizer whose breaker
+	// opened; no request waits for it.
+	probe bool
+	// overdue is closed (once) when a request stopped waiting for the
+	// job (Job.Overdue); nil for a job that watches another process's.
+	overdue     chan struct{}
+	overdueOnce sync.Once
+}
+
+// allows asks the summarizer's breaker, if it has one, whether a call
+// for a session's request (its protocol and model) would be made now,
+// and whether it would be a probe; with count, a refusal is counted.
+func (p *Pass) allows(proto, model string, count bool) (ok, probe bool) {
+	b, isB := p.sum.(pass.Breaker)
+	if !isB {
+		return true, false
+	}
+	return b.Allows(&pass.Job{Protocol: proto, Model: model}, count)
 }
 
 func (j *jobs) init(p *Pass, timeout time.Duration) {
@@ -81,6 +105,10 @@ func (j *jobs) start(s *planState, env *pipeline.Env) *job {
 		}
 		delete(j.failed, key)
 	}
+	ok, probe := p.allows(env.Protocol, s.r.Conv.Model, false)
+	if !ok {
+		return nil // the summarizer is known to fail: no call, no wait
+	}
 	if rec, err := p.get(s.r.Context(), key); err != nil || rec != nil {
 		return nil // written already (by another process on the store)
 	}
@@ -109,7 +137,7 @@ func (j *jobs) start(s *planState, env *pipeline.Env) *job {
 		p.log.Warn("compact: reading the span to summarize", "err", err)
 		return nil
 	}
-	jb := &job{done: make(chan struct{})}
+	jb := &job{done: make(chan struct{}), probe: probe, overdue: make(chan struct{})}
 	j.m[key] = jb
 	req := &pass.Job{
 		Protocol:  env.Protocol,
@@ -118,6 +146,7 @@ func (j *jobs) start(s *planState, env *pipeline.Env) *job {
 		System:    systemPrompt(p.modelTarget(in)),
 		Input:     userPrompt(in.prevSummary, s.r.Conv, in.from, in.to),
 		MaxTokens: in.budget,
+		Overdue:   jb.overdue,
 	}
 	j.wg.Add(1)
 	go j.run(key, jb, in, req)
@@ -165,8 +194,16 @@ func (j *jobs) run(key string, jb *job, in *spanInput, req *pass.Job) {
 		// extractive summary (newRecord).
 		rec, err = p.put(ctx, key, p.newRecord(ctx, in, sum.Text, sum.Model, inTok, sum.OutputTokens))
 	}
+	if rec == nil && j.ctx.Err() != nil {
+		j.release(key) // closed before the summary was stored
+	}
 	j.mu.Lock()
-	if err != nil {
+	switch {
+	case errors.Is(err, pass.ErrBreakerOpen):
+		// Not this span's failure: it is asked for again once the
+		// breaker lets calls through.
+		p.log.Debug("compact: the summarizer's breaker is open; the extractive summary serves if the session reaches the overflow line", "span", key, "err", err)
+	case err != nil:
 		j.failed[key] = p.now().Add(retryAfter)
 		p.log.Warn("compact: the summarizer failed; the extractive summary serves if the session reaches the overflow line", "span", key, "err", err)
 	}
@@ -205,6 +242,28 @@ func (j *jobs) lease(ctx context.Context, key string, now time.Time) (mine bool,
 	return string(cur) == string(val), deadline, nil
 }
 
+// releaseTimeout bounds giving a lease up when the pass closes.
+const releaseTimeout = 2 * time.Second
+
+// release gives up the lease of the span named key if this process holds
+// it: a job that ends unfinished because the pass closes (a restart, a
+// shutdown) leaves no lease behind, so another process on the store asks
+// for the summary at once instead of watching, until the lease's
+// deadline (the job timeout), for a summary that will not come. The lease
+// is ended, not removed: its deadline is set in the past.
+func (j *jobs) release(key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	st := j.p.blobs.Store
+	cur, err := st.Get(ctx, key+"/lease")
+	if err != nil || !strings.HasPrefix(string(cur), j.owner+" ") {
+		return
+	}
+	if err := st.Put(ctx, key+"/lease", []byte(j.owner+" 0")); err != nil {
+		j.p.log.Warn("compact: giving up a summary's lease", "span", key, "err", err)
+	}
+}
+
 // leasePoll is how often a process watching another's summary looks for
 // it in the store.
 const leasePoll = 250 * time.Millisecond
@@ -239,7 +298,7 @@ func (j *jobs) watch(key string, jb *job, until time.Time) {
 }
 
 // wait returns the job's record once written, or nil when it failed, ctx
-// ended or d passed first.
+// ended or d passed first; when d passed, the job is overdue.
 func (jb *job) wait(ctx context.Context, d time.Duration) *record {
 	if ctx == nil {
 		ctx = context.Background()
@@ -251,6 +310,9 @@ func (jb *job) wait(ctx context.Context, d time.Duration) *record {
 		return jb.rec
 	case <-ctx.Done():
 	case <-t.C:
+		if jb.overdue != nil {
+			jb.overdueOnce.Do(func() { close(jb.overdue) })
+		}
 	}
 	return nil
 }

@@ -127,7 +127,11 @@ const messageTokens = 8
 
 // note is the line that starts a summary message: how many messages it
 // stands for, and where their originals are.
-func (p *Pass) note(messages int, blobs []string) string {
+func (p *Pass) note(messages int, ids []string) string {
+	blobs := make([]string, len(ids))
+	for i, id := range ids {
+		blobs[i] = p.blobs.Name(id)
+	}
 	var where string
 	switch len(blobs) {
 	case 0:

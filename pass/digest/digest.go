@@ -218,8 +218,10 @@ func (p *Pass) judge(r *pipeline.Request, key string, c *conversation.Conversati
 		k, kerr := p.blobs.Keep(r.Context(), text)
 		if kerr == nil {
 			rec = &record{Blob: k.ID, Text: fmt.Sprintf("[ctxguard had a small model read this %s result (%s chars) and answer the call's request; the full result is in blob %s: %s]\n\n%s",
-				c.ToolName(b), stub.Size(k.Chars), k.ID, p.blobs.Howto(), strings.TrimSpace(sum.Text))}
+				c.ToolName(b), stub.Size(k.Chars), p.blobs.Name(k.ID), p.blobs.Howto(), strings.TrimSpace(sum.Text))}
 		}
+	} else if errors.Is(err, pass.ErrBreakerOpen) {
+		p.log.Debug("digest: the summarizer's breaker is open; the result stays whole", "tool", c.ToolName(b), "err", err)
 	} else {
 		p.log.Warn("digest: no summary in time; the result stays whole", "tool", c.ToolName(b), "err", err)
 	}

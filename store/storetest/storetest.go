@@ -23,6 +23,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/ctxguard/ctxguard/internal/testclock"
 	"github.com/ctxguard/ctxguard/store"
 )
 
@@ -54,28 +55,10 @@ type Open func(t *testing.T, c Config) store.Store
 
 // Clock is a fake clock for tests: it only moves when told. Safe for
 // concurrent use.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type Clock = testclock.Clock
 
 // NewClock returns a clock reading t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock by d and returns the new time.
-func (c *Clock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	return c.t
-}
+func NewClock(t time.Time) *Clock { return testclock.New(t) }
 
 // TempDir opens a Dir in a new folder under t.TempDir(), with the TTL and
 // the clock given, for tests.
