@@ -17,7 +17,6 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/clearing"
@@ -25,6 +24,7 @@ import (
 	"github.com/ctxguard/ctxguard/pass/persist"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/store/storetest"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
 )
 
 // blobConfig clears and persists early (without compression, which

@@ -37,7 +37,6 @@ import (
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/pass"
 	_ "github.com/ctxguard/ctxguard/pass/all" // the passes ctxguard ships
-	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/pass/thinking"
 	"github.com/ctxguard/ctxguard/pipeline"
@@ -48,7 +47,6 @@ import (
 	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
-	"github.com/ctxguard/ctxguard/validate"
 )
 
 // BypassHeader, set to 1 on a request, makes ctxguard forward it untouched.
@@ -937,24 +935,6 @@ func (j *janitor) tick(g *Guard, now time.Time) {
 		j.released = true
 		g.log.Debug("idle: memory handed back", "memo_bytes_freed", freed)
 	}
-}
-
-// Allowed returns what a rewrite under cfg may change besides tool results,
-// in the validator's terms: tests and replays check every rewritten
-// request with validate.Rewrite(orig, sent, Allowed(cfg)).
-func Allowed(cfg config.Config) validate.Options {
-	c := pass.Get[clearing.Config](cfg.Passes)
-	o := validate.Options{AllowTopLevel: []string{"thinking"}} // the binding setting
-	if c.Enabled {
-		o.AllowInputEdits = len(c.ClearInputs) > 0
-		o.AllowThinkingRemoval = c.Thinking
-		o.AllowCacheMarkers = c.CacheMarker
-		o.AllowMessageRemoval = c.Trim.Enabled
-		o.AllowRoundTrimming = c.Trim.Enabled
-	}
-	o.AllowCompaction = pass.Get[compact.Config](cfg.Passes).Enabled
-	o.AllowThinkingRemoval = o.AllowThinkingRemoval || pass.Get[thinking.Config](cfg.Passes).Enabled
-	return o
 }
 
 // clientCompactPrompt starts the request Claude Code sends to have its own

@@ -15,7 +15,6 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/clearing"
@@ -23,6 +22,7 @@ import (
 	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/record"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
 )
 
 // TestReload: a valid configuration takes effect for the next request

@@ -28,6 +28,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/dashboard"
+	"github.com/ctxguard/ctxguard/dashboard/chart"
 	"github.com/ctxguard/ctxguard/internal/testtool"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/openaitest"
@@ -35,7 +36,6 @@ import (
 	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/pass/persist"
-	"github.com/ctxguard/ctxguard/replay/chart"
 )
 
 // The client's credentials: recognisable, so that the test can show
