@@ -20,6 +20,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/protocol"
 )
@@ -79,10 +80,10 @@ func newClient(t *testing.T, cfg compact.SummarizerConfig, url string, log *slog
 	return c
 }
 
-func job(proto, model string) *compact.Job {
+func job(proto, model string) *pass.Job {
 	h := http.Header{"X-Api-Key": {secret}, "Authorization": {"Bearer " + secret}, "Anthropic-Beta": {"interleaved-thinking-2025-05-14"},
 		"X-Claude-Code-Session-Id": {"s1"}, "Openai-Organization": {"org-1"}, "Cookie": {"c=1"}}
-	return &compact.Job{Protocol: proto, Model: model, Header: h, System: "SYSTEM", Input: "INPUT", MaxTokens: 1234}
+	return &pass.Job{Protocol: proto, Model: model, Header: h, System: "SYSTEM", Input: "INPUT", MaxTokens: 1234}
 }
 
 // TestSessionMode: a call in each protocol goes to the session's upstream

@@ -1,4 +1,4 @@
-package clear
+package clearing
 
 import "testing"
 
@@ -10,7 +10,7 @@ import "testing"
 // plan has one and freeing at least clear_at_least, and a monotone plan.
 // Run it with
 //
-//	go test ./pass/clear/ -run '^$' -fuzz FuzzClear -fuzztime 5m
+//	go test ./pass/clearing/ -run '^$' -fuzz FuzzClear -fuzztime 5m
 //
 // Inputs worth keeping are in testdata/fuzz/FuzzClear; `go test` runs
 // them and the seeds below.

@@ -1,14 +1,52 @@
-package compact
+package pass
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/ctxguard/ctxguard/internal/breaker"
+	"github.com/ctxguard/ctxguard/pipeline"
+	"github.com/ctxguard/ctxguard/store"
 )
 
-// Summarizer writes the summary of a compaction: a model call of ctxguard's
-// own (package summarize), or none (the extractive summary).
+// Env is what the engine compiles every pass with besides its section.
+// The same Env serves every module, so a field is here because the engine
+// provides it, not because one pass needs it.
+type Env struct {
+	// Blobs keeps removed content and the passes' records. Required.
+	Blobs *store.Blobs
+	// Log receives the passes' background work (Compile sets a discarding
+	// one when nil).
+	Log *slog.Logger
+	// Now is the clock (Compile sets time.Now when nil).
+	Now func() time.Time
+	// Summarizer writes summaries with a model (compaction, digests);
+	// nil: passes write them without one, or not at all.
+	Summarizer Summarizer
+	// Signatures says which model family minted the signed blocks the
+	// engine saw in answers; nil: a pass that needs it makes an empty
+	// one of its own.
+	Signatures Signatures
+	// Previous is, during a reload, the pass this module compiled for the
+	// configuration being replaced, when that configuration had the same
+	// section and the Env the same Blobs and Summarizer; nil otherwise
+	// (Compile sets it). A pass with state worth keeping (the summaries
+	// compaction is writing) returns it rather than a new one; others
+	// ignore it.
+	Previous pipeline.Pass
+}
+
+// Signatures attributes signed blocks (a thinking block's signature, a
+// redacted_thinking block's data, a reasoning item's encrypted_content,
+// as the JSON string sent) to the model family that minted them.
+type Signatures interface {
+	Family(sig []byte) (family string, ok bool)
+}
+
+// Summarizer writes a summary with a model: a call of ctxguard's own
+// (package summarize), or none (the passes' extractive summaries).
 // Implementations are safe for concurrent use and honour ctx.
 type Summarizer interface {
 	Summarize(ctx context.Context, j *Job) (Summary, error)
@@ -32,8 +70,9 @@ type Job struct {
 	// MaxTokens bounds the summary's length.
 	MaxTokens int
 	// Overdue, if not nil, is closed when a request that needed this
-	// summary stopped waiting for it (Config.Wait passed): the call goes
-	// on, and a summarizer with a breaker counts it as timed out.
+	// summary stopped waiting for it (compaction's wait passed): the
+	// call goes on, and a summarizer with a breaker counts it as timed
+	// out.
 	Overdue <-chan struct{}
 }
 

@@ -1,4 +1,4 @@
-// Package clear is ctxguard's history pass: it clears old tool results (and
+// Package clearing is ctxguard's history pass: it clears old tool results (and
 // optionally old tool inputs and thinking) in rare, large, sticky batches,
 // so a session's requests stay small while the prompt cache keeps hitting.
 //
@@ -10,7 +10,7 @@
 // rewritten request N byte for byte, and a fresh process with an empty
 // store rewrites every request identically. Cleared content is kept in the
 // store and each stub says where.
-package clear
+package clearing
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package clear
+package clearing
 
 import (
 	"math/rand/v2"

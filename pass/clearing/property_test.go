@@ -1,4 +1,4 @@
-package clear
+package clearing
 
 // Property tests: the proof that the clearing pass keeps its contract on
 // whole sessions, generated (tools/sessiongen) and real

@@ -1,4 +1,4 @@
-package clear
+package clearing
 
 import (
 	"slices"

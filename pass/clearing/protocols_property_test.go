@@ -1,4 +1,4 @@
-package clear
+package clearing
 
 // The properties of property_test.go over the conversations of every
 // protocol: the same generated sessions (tools/sessiongen) rendered as
