@@ -150,10 +150,24 @@ func (p *parser) block(v int) (int, error) {
 	case conversation.RedactedThinking:
 		blk.Signature = data
 	}
-	// Keep only the spans that mean what this package says they mean for
-	// the block's kind, and demote blocks whose fields are not the types
-	// the API requires, so passes never edit what they misread.
-	str := func(x span) bool { return jsonscan.KindOf(p.B, x) == jsonscan.String }
+	demote(p.B, &blk)
+	if blk.Kind != conversation.ToolResult {
+		p.Bld.Parts = p.Bld.Parts[:firstPart]
+		blk.Content = span{}
+	}
+	if blk.Kind != conversation.ToolCall && blk.Kind != conversation.ToolResult {
+		blk.ID, blk.Name, blk.Input = span{}, span{}, span{}
+	}
+	p.Bld.Block(blk, firstPart)
+	return s.End, nil
+}
+
+// demote keeps only the spans of blk that mean what this package says
+// they mean for the block's kind, and makes opaque a block whose fields
+// are not the types the API requires, so passes never edit what they
+// misread. b is the body blk's spans index.
+func demote(b []byte, blk *conversation.Block) {
+	str := func(x span) bool { return jsonscan.KindOf(b, x) == jsonscan.String }
 	switch blk.Kind {
 	case conversation.Text:
 		if !str(blk.Text) {
@@ -179,15 +193,6 @@ func (p *parser) block(v int) (int, error) {
 	if blk.Kind == conversation.Opaque {
 		blk.Signature = span{} // a signature only where it is one (Block.Signature)
 	}
-	if blk.Kind != conversation.ToolResult {
-		p.Bld.Parts = p.Bld.Parts[:firstPart]
-		blk.Content = span{}
-	}
-	if blk.Kind != conversation.ToolCall && blk.Kind != conversation.ToolResult {
-		blk.ID, blk.Name, blk.Input = span{}, span{}, span{}
-	}
-	p.Bld.Block(blk, firstPart)
-	return s.End, nil
 }
 
 // typeNames are the wire types of the kinds ctxguard knows, so parsing a

@@ -233,23 +233,7 @@ func (p *parser) item(v int) (int, error) {
 		}
 		p.Bld.Block(blk, firstPart)
 	default:
-		p.Bld.TruncBlocks(firstBlock)
-		p.Bld.Parts = p.Bld.Parts[:firstPart]
-		blk := conversation.Block{Kind: conversation.Opaque, Type: itemTypes[kind], Span: s, Call: [2]int{-1, -1}}
-		if blk.Type == "" && !f.typ.IsZero() {
-			blk.Type = string(jsonscan.Text(b, f.typ))
-		}
-		switch {
-		case kind == itemFunctionCall && str(f.callID) && str(f.name) && str(f.args):
-			blk.Kind, blk.ID, blk.Name, blk.Input, blk.InputEncoded = conversation.ToolCall, f.callID, f.name, f.args, true
-		case kind == itemCustomCall && str(f.callID) && str(f.name) && str(f.input):
-			blk.Kind, blk.ID, blk.Name, blk.Input = conversation.ToolCall, f.callID, f.name, f.input
-		case kind == itemShellCall && str(f.callID):
-			blk.Kind, blk.ID = conversation.ToolCall, f.callID
-		case kind == itemReasoning && str(f.encrypted):
-			blk.Signature = f.encrypted
-		}
-		p.Bld.Block(blk, firstPart)
+		p.otherItem(kind, &f, s, firstBlock, firstPart)
 	}
 	if n := len(p.Bld.Msgs); n > 0 && p.Bld.Msgs[n-1].Role == role {
 		p.Bld.Msgs[n-1].Content.End = s.End
@@ -258,6 +242,31 @@ func (p *parser) item(v int) (int, error) {
 		p.Bld.Message(conversation.Message{Role: role, Span: s, Content: s}, firstBlock)
 	}
 	return s.End, nil
+}
+
+// otherItem adds the block of an item that is neither a message nor a
+// tool's output: a tool call whose fields are the types the API requires,
+// a reasoning item with its encrypted content, else an opaque block.
+func (p *parser) otherItem(kind itemKind, f *fields, s span, firstBlock, firstPart int) {
+	b := p.B
+	str := func(x span) bool { return jsonscan.KindOf(b, x) == jsonscan.String }
+	p.Bld.TruncBlocks(firstBlock)
+	p.Bld.Parts = p.Bld.Parts[:firstPart]
+	blk := conversation.Block{Kind: conversation.Opaque, Type: itemTypes[kind], Span: s, Call: [2]int{-1, -1}}
+	if blk.Type == "" && !f.typ.IsZero() {
+		blk.Type = string(jsonscan.Text(b, f.typ))
+	}
+	switch {
+	case kind == itemFunctionCall && str(f.callID) && str(f.name) && str(f.args):
+		blk.Kind, blk.ID, blk.Name, blk.Input, blk.InputEncoded = conversation.ToolCall, f.callID, f.name, f.args, true
+	case kind == itemCustomCall && str(f.callID) && str(f.name) && str(f.input):
+		blk.Kind, blk.ID, blk.Name, blk.Input = conversation.ToolCall, f.callID, f.name, f.input
+	case kind == itemShellCall && str(f.callID):
+		blk.Kind, blk.ID = conversation.ToolCall, f.callID
+	case kind == itemReasoning && str(f.encrypted):
+		blk.Signature = f.encrypted
+	}
+	p.Bld.Block(blk, firstPart)
 }
 
 // content parses a message item's content: a string (one text block) or
