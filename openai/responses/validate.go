@@ -88,18 +88,28 @@ func validate(body []byte, ps *problems) *request {
 	for v, ok := el.NextElement(); ok; v, ok = el.NextElement() {
 		r.items = append(r.items, v)
 	}
+	checkItems(body, r.items, continued, ps)
+	return r
+}
+
+// checkItems checks the input items of body: each an object of its type's
+// shape, every call answered once by an output of its kind, every output
+// answering an earlier call (unless the request continues stored ones:
+// previous_response_id or an item_reference), every reasoning item
+// followed by what it produced.
+func checkItems(body []byte, items []span, continued bool, ps *problems) {
 	type call struct {
 		kind     string
 		answered bool
 		at       int
 	}
 	calls := map[string]*call{}
-	for _, s := range r.items {
+	for _, s := range items {
 		if isType(body, s, "item_reference") {
 			continued = true // the calls may be among the stored items it names
 		}
 	}
-	for i, s := range r.items {
+	for i, s := range items {
 		if jsonscan.KindOf(body, s) != jsonscan.Object {
 			ps.add("input.%d is not an object", i)
 			continue
@@ -148,7 +158,7 @@ func validate(body []byte, ps *problems) *request {
 				c.answered = true
 			}
 		case "reasoning":
-			if i+1 >= len(r.items) || !produced(body, r.items[i+1]) {
+			if i+1 >= len(items) || !produced(body, items[i+1]) {
 				ps.add("input.%d: reasoning item without its successor", i)
 			}
 		case "compaction":
@@ -162,7 +172,6 @@ func validate(body []byte, ps *problems) *request {
 			ps.add("input.%d: %s %q has no output", c.at, c.kind, id)
 		}
 	}
-	return r
 }
 
 // vfields are the members of an item the validator reads.
