@@ -58,3 +58,14 @@ func TestExtended(t *testing.T) {
 		}
 	}
 }
+
+// FuzzExtendedCache: any bytes give an answer, never a panic.
+func FuzzExtendedCache(f *testing.F) {
+	f.Add([]byte(`{"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl":"1h"}}]}`))
+	f.Add([]byte(`{"model":"gpt-5.2","input":[],"prompt_cache_retention":"24h"}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{"ttl":"5m"}}]}]}`))
+	f.Add([]byte(`{"ttl":`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		ExtendedCache(body)
+	})
+}
