@@ -143,6 +143,9 @@ type Summary struct {
 	SentBlindCost  float64 `json:"sent_blind_cost"`
 	BlindCostRatio float64 `json:"blind_cost_ratio"`
 	Cold           int     `json:"cold_requests"`
+	// ColdEvents counts the edit events sent at cold requests: they
+	// cost no cache write the client would not have paid anyway.
+	ColdEvents int `json:"cold_events"`
 	// The same when the cache hits only at breakpoints.
 	OrigBPCost  float64 `json:"orig_bp_cost"`
 	SentBPCost  float64 `json:"sent_bp_cost"`
@@ -194,7 +197,7 @@ func summarize(t Totals, usd [6]float64, compactions int) Summary {
 		OrigBPCost: t.OrigBPCost, SentBPCost: t.SentBPCost, BPCostRatio: Ratio(t.SentBPCost, t.OrigBPCost),
 		OrigUSD: usd[0], SentUSD: usd[1], OrigBPUSD: usd[2], SentBPUSD: usd[3],
 		OrigBlindCost: t.OrigBlindCost, SentBlindCost: t.SentBlindCost, BlindCostRatio: Ratio(t.SentBlindCost, t.OrigBlindCost),
-		OrigBlindUSD: usd[4], SentBlindUSD: usd[5], Cold: t.Cold,
+		OrigBlindUSD: usd[4], SentBlindUSD: usd[5], Cold: t.Cold, ColdEvents: t.ColdEvents,
 		Events: t.Events, OrigEvents: t.OrigEvents, ReportedEvents: t.Reported,
 		Compactions: compactions, Invalid: t.Invalid, FailOpen: t.Failed,
 		Summaries: t.Summaries, SummaryIn: t.SummaryIn, SummaryOut: t.SummaryOut,
@@ -570,8 +573,8 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 	if len(r.Unpriced) > 0 {
 		fmt.Fprintf(&b, "  no price for %s: counted as $0 (add it with --prices)\n", strings.Join(r.Unpriced, ", "))
 	}
-	fmt.Fprintf(&b, "edit events: %d (announced by the pipeline: %d); breaks in the original streams: %d; client compactions: %d\n",
-		t.Events, t.ReportedEvents, t.OrigEvents, t.Compactions)
+	fmt.Fprintf(&b, "edit events: %d (announced by the pipeline: %d; at a cold cache: %d); breaks in the original streams: %d; client compactions: %d\n",
+		t.Events, t.ReportedEvents, t.ColdEvents, t.OrigEvents, t.Compactions)
 	fmt.Fprintf(&b, "validity: %d of %s sent requests invalid; %d forwarded unchanged after a pass failed\n", t.Invalid, stub.Commas(t.Requests), t.FailOpen)
 	if t.Summaries > 0 || r.Line > 0 {
 		fmt.Fprintf(&b, "compactions: %d (summarizer: %s input and %s output tokens, priced into the sent cost); events per request %.3f\n",

@@ -204,6 +204,7 @@ type Totals struct {
 	// that found the cache cold.
 	OrigBlindCost, SentBlindCost float64
 	Cold                         int
+	ColdEvents                   int // edit events at cold requests
 	Events, Invalid              int
 	OrigEvents                   int // breaks in the original stream (should be 0)
 	Reported                     int // events the rewriter announced
@@ -244,6 +245,9 @@ func (t *Totals) add(r RequestStat) {
 	t.SentBlindCost += r.SentBlindCost
 	if r.Cold {
 		t.Cold++
+		if r.Event {
+			t.ColdEvents++
+		}
 	}
 	if r.Event {
 		t.Events++
@@ -304,6 +308,7 @@ func (t *Totals) Merge(o Totals) {
 	t.OrigBlindCost += o.OrigBlindCost
 	t.SentBlindCost += o.SentBlindCost
 	t.Cold += o.Cold
+	t.ColdEvents += o.ColdEvents
 	t.Events += o.Events
 	t.Invalid += o.Invalid
 	t.OrigEvents += o.OrigEvents

@@ -45,7 +45,7 @@ func TestTimeAwareCost(t *testing.T) {
 	type figures struct {
 		Orig, Sent, OrigBlind, SentBlind float64
 		OrigBP, SentBP                   float64
-		Cold                             int
+		Cold, ColdEvents                 int
 		USD                              [4]float64 // µ$: orig, sent, orig blind, sent blind
 	}
 	anthWarm := figures{Orig: 520, Sent: 507.9, OrigBlind: 520, SentBlind: 507.9, OrigBP: 520, SentBP: 570,
@@ -67,7 +67,7 @@ func TestTimeAwareCost(t *testing.T) {
 		// too. Money: reads 100, writes 730 (50 + 4562.5); sent reads
 		// 100, writes 540 (50 + 3375).
 		{"anthropic 5m, request 3 after 6 minutes: cold", "claude-opus-4-5", at(0, time.Minute, 7*time.Minute), nil, 0, false,
-			figures{Orig: 922.5, Sent: 685, OrigBlind: 520, SentBlind: 507.9, OrigBP: 922.5, SentBP: 685, Cold: 1,
+			figures{Orig: 922.5, Sent: 685, OrigBlind: 520, SentBlind: 507.9, OrigBP: 922.5, SentBP: 685, Cold: 1, ColdEvents: 1,
 				USD: [4]float64{4612.5, 3425, 2600, 2539.5}}},
 		// Warm at 1-hour write prices. Breakpoint model: request 3's
 		// sent reads A (100) and writes 90: 10 + 180. Money: original
@@ -79,7 +79,7 @@ func TestTimeAwareCost(t *testing.T) {
 		// Request 3 61 minutes later: 760 and 380. Money: reads 100,
 		// writes 730 at $10 (50 + 7300); sent reads 100, writes 540.
 		{"ttl 1h marker, 61 minutes: cold", "claude-opus-4-5", at(0, time.Minute, 62*time.Minute), hour, 0, false,
-			figures{Orig: 1470, Sent: 1090, OrigBlind: 520, SentBlind: 507.9, OrigBP: 1470, SentBP: 1090, Cold: 1,
+			figures{Orig: 1470, Sent: 1090, OrigBlind: 520, SentBlind: 507.9, OrigBP: 1470, SentBP: 1090, Cold: 1, ColdEvents: 1,
 				USD: [4]float64{7350, 5450, 2600, 2539.5}}},
 		{"fixed 10m, 6 minutes: warm", "claude-opus-4-5", at(0, time.Minute, 7*time.Minute), nil, 10 * time.Minute, false, anthWarm},
 		// OpenAI in memory (5 minutes), request 3 cold: 100 + 260 + 380
@@ -87,7 +87,7 @@ func TestTimeAwareCost(t *testing.T) {
 		// 1277.5); sent reads 100, writes 540 (17.5 + 945); blind reads
 		// 450, writes 380 (78.75 + 665); sent 254, 386 (44.45 + 675.5).
 		{"openai in memory, 6 minutes: cold", "gpt-5.2", at(0, time.Minute, 7*time.Minute), nil, 0, true,
-			figures{Orig: 740, Sent: 550, OrigBlind: 425, SentBlind: 411.4, OrigBP: 740, SentBP: 550, Cold: 1,
+			figures{Orig: 740, Sent: 550, OrigBlind: 425, SentBlind: 411.4, OrigBP: 740, SentBP: 550, Cold: 1, ColdEvents: 1,
 				USD: [4]float64{1295, 962.5, 743.75, 719.95}}},
 		{"openai 24h retention, 23 hours: warm", "gpt-5.2", at(0, time.Minute, 23*time.Hour), retain, 0, true,
 			figures{Orig: 425, Sent: 411.4, OrigBlind: 425, SentBlind: 411.4, OrigBP: 425, SentBP: 411.4,
@@ -113,7 +113,7 @@ func TestTimeAwareCost(t *testing.T) {
 			sr.fill(st, stream, nil, DefaultPrices(), map[string]bool{}, PriceTable{})
 			s := sr.Summary
 			got := figures{Orig: s.OrigCost, Sent: s.SentCost, OrigBlind: s.OrigBlindCost, SentBlind: s.SentBlindCost,
-				OrigBP: s.OrigBPCost, SentBP: s.SentBPCost, Cold: s.Cold,
+				OrigBP: s.OrigBPCost, SentBP: s.SentBPCost, Cold: s.Cold, ColdEvents: s.ColdEvents,
 				USD: [4]float64{s.OrigUSD * 1e6, s.SentUSD * 1e6, s.OrigBlindUSD * 1e6, s.SentBlindUSD * 1e6}}
 			if d := cmp.Diff(tc.want, got, cmpopts.EquateApprox(0, 1e-6)); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
