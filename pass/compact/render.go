@@ -86,6 +86,33 @@ func (f *facts) render(p parts) string {
 		}
 		f.omittedLine(&b, kInjected)
 	}
+	f.renderFiles(&b)
+	f.renderFailures(&b)
+	f.renderMedia(&b)
+	if p == appendix {
+		return b.String()
+	}
+	f.renderCommands(&b)
+	if len(f.Plan) > 0 || f.omitted(kPlan) != nil {
+		b.WriteString("\n\n" + hPlan)
+		for _, s := range f.Plan {
+			b.WriteString("\n- " + s)
+		}
+		f.omittedLine(&b, kPlan)
+	}
+	if len(f.Assistant) > 0 || f.omitted(kAssistant) != nil {
+		b.WriteString("\n\n" + hAssistant)
+		f.omittedLine(&b, kAssistant)
+		for i, n := range f.Assistant {
+			b.WriteString("\n[" + strconv.Itoa(i+1) + "] ")
+			f.writeNote(&b, n)
+		}
+	}
+	return b.String()
+}
+
+// renderFiles writes the files touched and the searches made.
+func (f *facts) renderFiles(b *strings.Builder) {
 	if len(f.Files)+len(f.Searches) > 0 || f.omitted(kFiles) != nil || f.omitted(kSearches) != nil {
 		b.WriteString("\n\n" + hFiles)
 		for _, op := range fileOps {
@@ -103,7 +130,7 @@ func (f *facts) render(p parts) string {
 				b.WriteString(x.Path)
 			}
 		}
-		f.omittedLine(&b, kFiles)
+		f.omittedLine(b, kFiles)
 		for i, s := range f.Searches {
 			if i == 0 {
 				b.WriteString("\nSearched: ")
@@ -121,8 +148,12 @@ func (f *facts) render(p parts) string {
 				b.WriteString(" (" + s.Glob + ")")
 			}
 		}
-		f.omittedLine(&b, kSearches)
+		f.omittedLine(b, kSearches)
 	}
+}
+
+// renderFailures writes what failed and why.
+func (f *facts) renderFailures(b *strings.Builder) {
 	if len(f.Failures) > 0 || f.omitted(kFailures) != nil {
 		b.WriteString("\n\n" + hFailures)
 		for _, x := range f.Failures {
@@ -131,7 +162,7 @@ func (f *facts) render(p parts) string {
 			switch {
 			case x.Command:
 				b.WriteString("\n- `")
-				f.writeCommand(&b, x.What, x.Span)
+				f.writeCommand(b, x.What, x.Span)
 				b.WriteString("`")
 			case x.What != "":
 				b.WriteString("\n- " + x.Tool + " " + x.What)
@@ -155,8 +186,12 @@ func (f *facts) render(p parts) string {
 				b.WriteString(": " + strings.Join(x.Reason, " | "))
 			}
 		}
-		f.omittedLine(&b, kFailures)
+		f.omittedLine(b, kFailures)
 	}
+}
+
+// renderMedia writes the images and documents the span held.
+func (f *facts) renderMedia(b *strings.Builder) {
 	if len(f.Media) > 0 || f.omitted(kMedia) != nil {
 		b.WriteString("\n\n" + hMedia)
 		for _, m := range f.Media {
@@ -174,11 +209,12 @@ func (f *facts) render(p parts) string {
 			}
 			b.WriteString(" in " + m.Where + ", kept in " + f.blobs([]int{m.Span}))
 		}
-		f.omittedLine(&b, kMedia)
+		f.omittedLine(b, kMedia)
 	}
-	if p == appendix {
-		return b.String()
-	}
+}
+
+// renderCommands writes the commands that succeeded (failed ones are with the failures).
+func (f *facts) renderCommands(b *strings.Builder) {
 	if f.succeeded() > 0 || f.omitted(kCommands) != nil || f.omitted(kOldCommands) != nil {
 		b.WriteString("\n\n" + hCommands)
 		for _, x := range f.Commands {
@@ -186,7 +222,7 @@ func (f *facts) render(p parts) string {
 				continue // listed with the failures
 			}
 			b.WriteString("\n")
-			f.writeCommand(&b, x.Cmd, x.Spans[len(x.Spans)-1])
+			f.writeCommand(b, x.Cmd, x.Spans[len(x.Spans)-1])
 			if x.Runs > 1 {
 				b.WriteString(" ×" + strconv.Itoa(x.Runs))
 			}
@@ -194,25 +230,9 @@ func (f *facts) render(p parts) string {
 				b.WriteString(" (failed " + strconv.Itoa(x.Failed) + ")")
 			}
 		}
-		f.omittedLine(&b, kOldCommands)
-		f.omittedLine(&b, kCommands)
+		f.omittedLine(b, kOldCommands)
+		f.omittedLine(b, kCommands)
 	}
-	if len(f.Plan) > 0 || f.omitted(kPlan) != nil {
-		b.WriteString("\n\n" + hPlan)
-		for _, s := range f.Plan {
-			b.WriteString("\n- " + s)
-		}
-		f.omittedLine(&b, kPlan)
-	}
-	if len(f.Assistant) > 0 || f.omitted(kAssistant) != nil {
-		b.WriteString("\n\n" + hAssistant)
-		f.omittedLine(&b, kAssistant)
-		for i, n := range f.Assistant {
-			b.WriteString("\n[" + strconv.Itoa(i+1) + "] ")
-			f.writeNote(&b, n)
-		}
-	}
-	return b.String()
 }
 
 // notIn returns a copy of f without the requests, files, searches and
