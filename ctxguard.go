@@ -35,11 +35,9 @@ import (
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass"
+	_ "github.com/ctxguard/ctxguard/pass/all" // the passes ctxguard ships
 	"github.com/ctxguard/ctxguard/pass/compact"
-	"github.com/ctxguard/ctxguard/pass/compress"
-	"github.com/ctxguard/ctxguard/pass/digest"
-	"github.com/ctxguard/ctxguard/pass/persist"
 	"github.com/ctxguard/ctxguard/pass/thinking"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
@@ -64,14 +62,14 @@ type Guard struct {
 	log        *slog.Logger
 	store      store.Store
 	sigs       *thinking.Signatures // who minted the thinking blocks seen
-	summarizer compact.Summarizer   // WithSummarizer's; nil: the configured one
+	summarizer pass.Summarizer      // WithSummarizer's; nil: the configured one
 	calib      *tokens.Calibration
 	now        func() time.Time
 
 	// setup is what the configuration in force built (reload.go).
 	setup    atomic.Pointer[setup]
 	reloadMu sync.Mutex
-	retired  []*compact.Pass // compaction passes reloads replaced, closed by Close
+	retired  []pass.Closer // passes reloads replaced that work in the background, closed by Close
 
 	// bus carries the record of every exchange to its observers: the
 	// statistics, the session statistics, the calibration, the log and,
@@ -175,7 +173,7 @@ func WithStore(s store.Store) Option { return func(g *Guard) { g.store = s } }
 // WithSummarizer sets what writes compaction summaries and digests
 // (default: the configured one, compact.SummarizerConfig, made by package
 // summarize).
-func WithSummarizer(s compact.Summarizer) Option { return func(g *Guard) { g.summarizer = s } }
+func WithSummarizer(s pass.Summarizer) Option { return func(g *Guard) { g.summarizer = s } }
 
 // WithClock sets the clock blob uses and sweeps are timed by (default
 // time.Now), for tests. A store given with WithStore keeps its own clock.
@@ -213,7 +211,7 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 			return nil, err
 		}
 	}
-	g.sigs = thinking.NewSignatures(cfg.ThinkingGuard, g.now)
+	g.sigs = thinking.NewSignatures(pass.Get[thinking.Config](cfg.Passes), g.now)
 	s, err := g.build(cfg, nil)
 	if err != nil {
 		return nil, err
@@ -281,88 +279,50 @@ func Protocols() []protocol.Protocol {
 }
 
 // Deps are what a compiled pipeline's passes work with besides their
-// configuration.
+// configuration (pass.Env).
 type Deps struct {
 	// Blobs keeps removed content. Required.
 	Blobs *store.Blobs
 	// Log receives the passes' background work (default: discard).
 	Log *slog.Logger
-	// Summarizer writes compaction summaries; nil writes them without a
-	// model (the extractive summary).
-	Summarizer compact.Summarizer
+	// Summarizer writes compaction summaries and digests; nil writes
+	// summaries without a model (the extractive summary).
+	Summarizer pass.Summarizer
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Signatures tells the thinking guard who minted thinking blocks; nil
 	// makes a cache of its own (which nothing fills).
 	Signatures *thinking.Signatures
-	// Compact, when set, is the compaction pass to use rather than a new
-	// one (a reload that left compaction's settings alone keeps the
-	// summaries it is writing).
-	Compact *compact.Pass
 }
 
-// Compile builds the pipeline cfg describes, in the order passes must run:
-// per-result compression first (it shortens a result the same way on every
-// request), then the small model's digest of a large result (opt-in),
-// then persistence of what is still too large (it stores the
-// original and previews the compressed text), then history clearing,
-// which replaces whole old results and so supersedes both, then
-// compaction, which replaces the oldest part of a long history, cleared
-// or not, with a summary. It also returns the compaction pass, if any,
-// whose background work its owner stops (compact.Pass.Close).
-func Compile(cfg config.Config, d Deps) (*pipeline.Pipeline, *compact.Pass, error) {
-	var passes []pipeline.Pass
-	if cfg.Compress.Enabled {
-		p, err := compress.New(cfg.Compress)
-		if err != nil {
-			return nil, nil, err
-		}
-		passes = append(passes, p)
+// Compile builds the pipeline cfg describes: the passes it switches on,
+// as package pass's registry has them (package pass/all gives their order
+// and why), each compiled with d. stop ends the passes' background work
+// (the summaries compaction is writing); call it once the pipeline is no
+// longer used.
+func Compile(cfg config.Config, d Deps) (pipe *pipeline.Pipeline, stop func(), err error) {
+	b, err := compile(cfg, d, nil)
+	if err != nil {
+		return nil, nil, err
 	}
-	if cfg.Digest.Enabled {
-		p, err := digest.New(cfg.Digest, d.Blobs, d.Summarizer, d.Log)
-		if err != nil {
-			return nil, nil, err
-		}
-		passes = append(passes, p)
+	return pipeline.New(d.Log, b.Passes()...), func() { closeAll(b.Closers(nil)) }, nil
+}
+
+// compile builds cfg's passes with d; prev is what compile built for the
+// configuration a reload replaces (pass.Compile), or nil.
+func compile(cfg config.Config, d Deps, prev *pass.Built) (*pass.Built, error) {
+	env := pass.Env{Blobs: d.Blobs, Log: d.Log, Now: d.Now, Summarizer: d.Summarizer}
+	if d.Signatures != nil { // not a non-nil interface holding nil
+		env.Signatures = d.Signatures
 	}
-	if cfg.Persist.Enabled {
-		p, err := persist.New(cfg.Persist, d.Blobs)
-		if err != nil {
-			return nil, nil, err
-		}
-		passes = append(passes, p)
+	return pass.Compile(cfg.Passes, env, prev)
+}
+
+// closeAll stops the background work of passes.
+func closeAll(passes []pass.Closer) {
+	for _, p := range passes {
+		p.Close()
 	}
-	if cfg.ThinkingGuard.Enabled {
-		sigs := d.Signatures
-		if sigs == nil {
-			sigs = thinking.NewSignatures(cfg.ThinkingGuard, d.Now)
-		}
-		p, err := thinking.New(sigs)
-		if err != nil {
-			return nil, nil, err
-		}
-		passes = append(passes, p)
-	}
-	if cfg.Clear.Enabled {
-		p, err := clear.New(cfg.Clear, d.Blobs)
-		if err != nil {
-			return nil, nil, err
-		}
-		passes = append(passes, p)
-	}
-	var cp *compact.Pass
-	if cfg.Compact.Enabled {
-		if cp = d.Compact; cp == nil {
-			var err error
-			cp, err = compact.New(cfg.Compact, compact.Options{Blobs: d.Blobs, Summarizer: d.Summarizer, Log: d.Log, Now: d.Now})
-			if err != nil {
-				return nil, nil, err
-			}
-		}
-		passes = append(passes, cp)
-	}
-	return pipeline.New(d.Log, passes...), cp, nil
 }
 
 // Config returns the configuration the Guard runs with (the last one
@@ -560,10 +520,10 @@ func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, 
 	mem := g.recent.acquire(s.memoKey(memoKey(proto, h, body)), body)
 	defer mem.release()
 	var prev *conversation.Conversation // the session's previous request, without its body (valid until keep)
-	var prevPrint *print
+	var prevPrint *fingerprint
 	prevModel := ""
 	if mem != nil && mem.conv != nil {
-		prev, prevPrint, prevModel = mem.conv, &mem.print, mem.model
+		prev, prevPrint, prevModel = mem.conv, &mem.fingerprint, mem.model
 	}
 	c, stable, err := mem.parse(proto, body)
 	if err != nil {
@@ -587,14 +547,15 @@ func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, 
 		}
 	}()
 	res.Session = session.Key(proto.Name(), h, c)
-	if clientCompaction(c) {
+	feat := proto.Features(h, c)
+	if feat.ClientCompaction {
 		// The client summarizes its own history: that request goes as it
 		// came. The history it starts afterwards is short, and every
 		// decision about it is made afresh from its own messages. Its
 		// record still tells its model and size.
 		res.Skipped = "client compaction"
 		res.RequestModel = c.Model
-		res.Model = s.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
+		res.Model = s.models.LookupRequest(c.Model, feat.Betas...)
 		res.TokensBefore, _ = promptTokens(c, 0, nil, nil)
 		res.TokensAfter = res.TokensBefore
 		return res
@@ -606,7 +567,7 @@ func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, 
 		mem.model = c.Model
 	}
 	res.RequestModel = c.Model
-	res.Model = s.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
+	res.Model = s.models.LookupRequest(c.Model, feat.Betas...)
 	if w := g.limits.window(ctx, g, res.Model.ID); w > 0 && w < res.Model.Window {
 		res.Model.Window = w // what an overflow taught (recover.go)
 	}
@@ -725,7 +686,7 @@ func stubs(edits []splice.Edit) []record.Stub {
 }
 
 // extendsPrev reports whether c continues prev, the previous request of
-// its session (a parse without its body, whose body's print is p): c has
+// its session (a parse without its body, whose body's fingerprint is p): c has
 // more messages, starts with prev's system prompt, holds every message of
 // prev but its last byte for byte, and the last (which the client may
 // re-encode, a string as a list of blocks, a cache marker moved) with the
@@ -733,9 +694,9 @@ func stubs(edits []splice.Edit) []record.Stub {
 // covers those messages, the bytes were verified already; when the model
 // or another early member changed length, the offsets moved and the
 // messages are compared by their hashes. A message's bytes after its first
-// are hashed (print): for a JSON value they determine the first too (an
+// are hashed (fingerprint): for a JSON value they determine the first too (an
 // object ends with '}', an array with ']', a string with '"').
-func extendsPrev(prev *conversation.Conversation, p *print, c *conversation.Conversation, stable int) bool {
+func extendsPrev(prev *conversation.Conversation, p *fingerprint, c *conversation.Conversation, stable int) bool {
 	n := len(prev.Messages)
 	if n == 0 || len(c.Messages) <= n || len(p.sums) != 2*n {
 		return false
@@ -798,7 +759,7 @@ func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.P
 		// when the proxy is done with it.
 		out.Release = func() { outBufs.put(res.Body) }
 	}
-	if s.compact != nil && (res.Skipped == "" || res.Skipped == record.SkipDryRun) && res.Err == nil {
+	if s.compacts && (res.Skipped == "" || res.Skipped == record.SkipDryRun) && res.Err == nil {
 		out.Recover = g.recoverer(s, proto, req.Header.Clone(), body, res, rec, hdr)
 	}
 	return out
@@ -975,46 +936,4 @@ func (j *janitor) tick(g *Guard, now time.Time) {
 		j.released = true
 		g.log.Debug("idle: memory handed back", "memo_bytes_freed", freed)
 	}
-}
-
-// clientCompactPrompt starts the request Claude Code sends to have its own
-// history summarized (/compact and auto-compact, full and partial: "...
-// of the conversation so far", "... of the RECENT portion of the
-// conversation").
-const clientCompactPrompt = "Your task is to create a detailed summary of the "
-
-// clientCompaction reports whether c is a client's own compaction request:
-// its last user message holds a text block that starts (after white
-// space) with clientCompactPrompt. (Codex compacts through
-// /v1/responses/compact, which is never rewritten.)
-func clientCompaction(c *conversation.Conversation) bool {
-	for i := len(c.Messages) - 1; i >= 0; i-- {
-		m := &c.Messages[i]
-		if m.Role != conversation.RoleUser {
-			continue
-		}
-		for j := range m.Blocks {
-			b := &m.Blocks[j]
-			if b.Kind != conversation.Text || b.Text.Len() < len(clientCompactPrompt) {
-				continue
-			}
-			// The string's head as sent: the prompt has nothing to escape,
-			// so only leading white space (raw or escaped) comes first.
-			head := c.Bytes(conversation.Span{Start: b.Text.Start + 1, End: min(b.Text.End, b.Text.Start+1+64+len(clientCompactPrompt))})
-			for len(head) > 0 {
-				if head[0] == ' ' || head[0] == '\t' {
-					head = head[1:]
-				} else if len(head) > 1 && head[0] == '\\' && (head[1] == 'n' || head[1] == 't' || head[1] == 'r') {
-					head = head[2:]
-				} else {
-					break
-				}
-			}
-			if bytes.HasPrefix(head, []byte(clientCompactPrompt)) {
-				return true
-			}
-		}
-		return false
-	}
-	return false
 }

@@ -33,6 +33,8 @@ import (
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/record"
@@ -45,11 +47,9 @@ import (
 // allOff returns the defaults with every rule switched off.
 func allOff() config.Config {
 	c := config.Defaults()
-	c.Compress.Enabled = false
-	c.Persist.Enabled = false
-	c.Clear.Enabled = false
-	c.Compact.Enabled = false
-	c.ThinkingGuard.Enabled = false
+	for _, m := range pass.Modules() {
+		c.Passes.Switch(m.Name, false)
+	}
 	return c
 }
 
@@ -333,7 +333,7 @@ func TestProxy(t *testing.T) {
 		{"/ctxguard/v1/blobs/..%2F..%2Fetc", 400, "invalid blob id"},
 		{"/ctxguard/v1/stats", 200, `"requests":1`},
 		{"/ctxguard/v1/sessions", 200, `"requests":1`},
-		{"/ctxguard/nope", 404, "not_found_error"},
+		{"/ctxguard/nope", 404, `{"error":{"message":"no such ctxguard endpoint (error ID `},
 	} {
 		res, err := http.Get(srv.URL + tc.path)
 		if err != nil {
@@ -397,8 +397,8 @@ func TestLocalAccess(t *testing.T) {
 			if w.Code != tc.status {
 				t.Errorf("status %d, want %d: %s", w.Code, tc.status, w.Body)
 			}
-			if tc.status == 403 && (!strings.Contains(w.Body.String(), `"permission_error"`) || !strings.Contains(w.Body.String(), tc.msg)) {
-				t.Errorf("body %s, want a permission_error saying %q", w.Body, tc.msg)
+			if tc.status == 403 && (!strings.HasPrefix(w.Body.String(), `{"error":{"message":"ctxguard: `) || !strings.Contains(w.Body.String(), tc.msg)) {
+				t.Errorf("body %s, want an error saying %q", w.Body, tc.msg)
 			}
 		})
 	}
@@ -548,10 +548,12 @@ func TestCalibrationLearnsGrowth(t *testing.T) {
 // request breaks the previous prefix.
 func TestIncrementalSameBytes(t *testing.T) {
 	small := config.Defaults()
-	small.Clear.Trigger, small.Clear.KeepTokens, small.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
-	small.Clear.Payback = 0
+	pass.Update(&small.Passes, func(s *clearing.Config) {
+		s.Trigger, s.KeepTokens, s.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
+		s.Payback = 0
+	})
 	trim := small
-	trim.Clear.Trim.Enabled = true
+	pass.Update(&trim.Passes, func(s *clearing.Config) { s.Trim.Enabled = true })
 	for _, cfg := range []config.Config{small, trim} {
 		// With a session header, and without one: then the memo is found
 		// by the start of the conversation (quickKey).
@@ -619,8 +621,10 @@ func incrementalSameBytes(t *testing.T, cfg config.Config, h http.Header) {
 // key.
 func TestIncrementalInterleaved(t *testing.T) {
 	cfg := config.Defaults()
-	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
-	cfg.Clear.Payback = 0
+	pass.Update(&cfg.Passes, func(s *clearing.Config) {
+		s.Trigger, s.KeepTokens, s.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
+		s.Payback = 0
+	})
 	for _, proto := range []protocol.Protocol{anthropic.Protocol, responses.Protocol, chat.Protocol} {
 		a := generated(t, proto, 1, 30)[0]
 		b := divergent(t, proto, a)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/digest"
 	"strings"
 	"testing"
 
@@ -35,7 +37,7 @@ func fetchSession() [][]byte {
 // stays whole for good.
 func TestDigest(t *testing.T) {
 	cfg := config.Defaults()
-	cfg.Digest.Enabled = true
+	pass.Update(&cfg.Passes, func(s *digest.Config) { s.Enabled = true })
 	bodies := fetchSession()
 	for _, mode := range []string{"fast", "fail"} {
 		t.Run(mode, func(t *testing.T) {

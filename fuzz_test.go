@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/store"
 )
 
@@ -36,8 +38,10 @@ func FuzzRewriteBody(f *testing.F) {
 	}
 	on := config.Defaults()
 	on.DataDir = f.TempDir()
-	on.Clear.Trigger.UnmarshalText([]byte("100"))
-	on.Clear.Payback = 0
+	pass.Update(&on.Passes, func(s *clearing.Config) {
+		s.Trigger.UnmarshalText([]byte("100"))
+		s.Payback = 0
+	})
 	gOn, err := New(on, WithStore(store.NewMemory()))
 	if err != nil {
 		f.Fatal(err)

@@ -2,7 +2,6 @@ package ctxguard
 
 import (
 	"cmp"
-	"errors"
 	"hash/maphash"
 	"net/http"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/session"
@@ -21,7 +19,7 @@ import (
 // A session's next request repeats its last one byte for byte and appends
 // turns (BRIEF, wire facts). The Guard keeps, per recent session, the
 // parse of its last request (offsets only: the body is not kept) and
-// hashes of that body's pieces (print), so the next request's parse scans
+// hashes of that body's pieces (fingerprint), so the next request's parse scans
 // only what is new (protocol.Protocol.ParseAfter) and passes can skip the
 // messages they have already judged (pipeline.Request.Stable). Nothing a
 // rewrite decides depends on this memory: with it or without it (a
@@ -48,28 +46,28 @@ func newRecent(max int, maxBytes int64, idle time.Duration) *recent {
 }
 
 // memo is one session's last request: its parse, whose Body is nil (the
-// spans index into a body the memo does not hold), and the print of that
+// spans index into a body the memo does not hold), and the fingerprint of that
 // body.
 type memo struct {
-	r         *recent
-	mu        sync.Mutex // held by the request using it; others skip it
-	conv      *conversation.Conversation
-	print     print
-	shared    int // how many bytes of the current request repeat the remembered body (set by acquire)
-	verified  int // how many of print.sums they cover
-	used      time.Time
-	pass      map[string]any // what passes keep between requests (pipeline.Request.Memo)
-	msgTokens []int          // the estimate of each message of conv (promptTokens)
-	model     string         // the model the last request named
-	size      int64          // what the memo holds, in bytes (changed under both r.mu and mu)
-	gone      bool           // removed from r.m (under r.mu)
+	r           *recent
+	mu          sync.Mutex // held by the request using it; others skip it
+	conv        *conversation.Conversation
+	fingerprint fingerprint
+	shared      int // how many bytes of the current request repeat the remembered body (set by acquire)
+	verified    int // how many of fingerprint.sums they cover
+	used        time.Time
+	pass        map[string]any // what passes keep between requests (pipeline.Request.Memo)
+	msgTokens   []int          // the estimate of each message of conv (promptTokens)
+	model       string         // the model the last request named
+	size        int64          // what the memo holds, in bytes (changed under both r.mu and mu)
+	gone        bool           // removed from r.m (under r.mu)
 }
 
 // memoSeed seeds the hashes memos compare bodies with. It is random per
 // process, so a client cannot craft bodies whose hashes collide.
 var memoSeed = maphash.MakeSeed()
 
-// print is what a memo keeps of a body instead of its bytes: hashes of its
+// fingerprint is what a memo keeps of a body instead of its bytes: hashes of its
 // pieces, cut at the offsets protocol.Protocol.Stable looks at, so that
 // the next request can be checked against them to find the bytes it
 // repeats, and so that messages can be compared at moved offsets
@@ -83,13 +81,13 @@ var memoSeed = maphash.MakeSeed()
 // (a message counts when the next one starts, or ends, in the shared
 // bytes): so the longest verified cut gives the same Stable as the longest
 // common prefix of the two bodies did.
-type print struct {
+type fingerprint struct {
 	sums []uint64
 	sys  uint64 // the system prompt's bytes
 	last uint64 // the text literals of the last message (textSum)
 }
 
-// cut returns the offset of cut j of c (see print).
+// cut returns the offset of cut j of c (see fingerprint).
 func cut(c *conversation.Conversation, j int) int {
 	if j%2 == 0 {
 		return c.Messages[j/2].Span.Start + 1
@@ -97,9 +95,9 @@ func cut(c *conversation.Conversation, j int) int {
 	return c.Messages[j/2].Span.End
 }
 
-// fill makes p the print of c (whose Body is set), keeping the first
+// fill makes p the fingerprint of c (whose Body is set), keeping the first
 // reuse sums, which the caller knows to hash the same bytes.
-func (p *print) fill(c *conversation.Conversation, reuse int) {
+func (p *fingerprint) fill(c *conversation.Conversation, reuse int) {
 	b := c.Body
 	p.sums = p.sums[:reuse]
 	pos := 0
@@ -119,10 +117,10 @@ func (p *print) fill(c *conversation.Conversation, reuse int) {
 }
 
 // verify returns how many bytes of body are known to repeat the body
-// prev (a parse without its body) was made of, whose print p is: the
+// prev (a parse without its body) was made of, whose fingerprint p is: the
 // longest cut at which every piece before hashes the same. It returns
 // the number of pieces verified too.
-func (p *print) verify(prev *conversation.Conversation, body []byte) (shared, pieces int) {
+func (p *fingerprint) verify(prev *conversation.Conversation, body []byte) (shared, pieces int) {
 	pos := 0
 	for j := range p.sums {
 		at := cut(prev, j)
@@ -150,104 +148,21 @@ func textSum(c *conversation.Conversation, mi int) uint64 {
 
 // memoKey returns the key a request's memo is found under before the
 // request is parsed: its protocol and a client's session header, or,
-// without one, a hash of the start of the conversation (quickKey). ""
-// means the request is not remembered.
+// without one, a hash of the start of the conversation
+// (protocol.Protocol.QuickKey). "" means the request is not remembered.
+// Conversations that start alike (subagents given the same task) share a
+// key: that only costs speed, since a memo is used only for what a body
+// verifiably repeats.
 func memoKey(proto protocol.Protocol, h http.Header, body []byte) string {
 	for _, name := range session.Headers {
 		if v := h.Get(name); v != "" {
 			return proto.Name() + "|" + name + ":" + v
 		}
 	}
-	if k, ok := quickKey(body); ok {
+	if k, ok := proto.QuickKey(memoSeed, body); ok {
 		return proto.Name() + "|p:" + strconv.FormatUint(k, 16)
 	}
 	return ""
-}
-
-// errStop ends quickKey's scan.
-var errStop = errors.New("stop")
-
-// quickKey hashes what every request of one conversation starts with and
-// what a quick scan of the top level finds before the conversation's
-// first user turn: the text of the system prompt, when it comes before
-// the message list (system, or the Responses instructions), and the role
-// and text of each message up to and including the first user message.
-// Like session.Key's prefix hash it hashes the JSON string literals of
-// the text, so a client's re-encoding of a message (a cache marker
-// moved, a string sent as a list of blocks) does not change it; unlike
-// it, it scans no further, so its cost does not grow with the history.
-// Conversations that start alike (subagents given the same task) share a
-// key: that only costs speed, since a memo is used only for what a body
-// verifiably repeats. ok is false when the body is not an object with a
-// message list (the parse then says what is wrong).
-func quickKey(body []byte) (sum uint64, ok bool) {
-	var h maphash.Hash
-	h.SetSeed(memoSeed)
-	_, err := jsonscan.ObjectEach(body, 0, 0, func(k jsonscan.Span, v int) (int, error) {
-		switch {
-		case jsonscan.KeyIs(body, k, "system") || jsonscan.KeyIs(body, k, "instructions"):
-			s, err := jsonscan.ValueAt(body, v, 1)
-			if err != nil {
-				return 0, err
-			}
-			h.WriteByte('s')
-			texts(&h, body, s)
-			return s.End, nil
-		case jsonscan.KeyIs(body, k, "messages") || jsonscan.KeyIs(body, k, "input"):
-			if i := jsonscan.SkipSpace(body, v); i < len(body) && body[i] == '"' {
-				s, err := jsonscan.ValueAt(body, i, 1) // a Responses input string
-				if err != nil {
-					return 0, err
-				}
-				h.Write(s.Bytes(body))
-				return 0, errStop
-			}
-			_, err := jsonscan.ArrayEach(body, v, 1, func(e int) (int, error) {
-				m, err := jsonscan.ValueAt(body, e, 2)
-				if err != nil {
-					return 0, err
-				}
-				role, _ := jsonscan.Lookup(body, m, "role")
-				h.WriteByte('m')
-				h.Write(role.Bytes(body))
-				if content, err := jsonscan.Lookup(body, m, "content"); err == nil {
-					texts(&h, body, content)
-				}
-				if jsonscan.StringIs(body, role, "user") {
-					return 0, errStop
-				}
-				return m.End, nil
-			})
-			if err == nil {
-				err = errStop // no user message: what there was
-			}
-			return 0, err
-		}
-		return jsonscan.Skip(body, v, 1)
-	})
-	if !errors.Is(err, errStop) {
-		return 0, false
-	}
-	return h.Sum64(), true
-}
-
-// texts writes to h the text of the value at s: the literal of a string,
-// the "text" literals of a list of blocks.
-func texts(h *maphash.Hash, body []byte, s jsonscan.Span) {
-	switch jsonscan.KindOf(body, s) {
-	case jsonscan.String:
-		h.Write(s.Bytes(body))
-	case jsonscan.Array:
-		it := jsonscan.Elements(body, s)
-		for e, ok := it.NextElement(); ok; e, ok = it.NextElement() {
-			if jsonscan.KindOf(body, e) != jsonscan.Object {
-				continue
-			}
-			if t, err := jsonscan.Lookup(body, e, "text"); err == nil && jsonscan.KindOf(body, t) == jsonscan.String {
-				h.Write(t.Bytes(body))
-			}
-		}
-	}
 }
 
 // slots is how many memos one key may have: conversations that share a
@@ -302,18 +217,18 @@ func (r *recent) acquire(key string, body []byte) *memo {
 	var best *memo
 	for _, m := range free {
 		if m.conv != nil {
-			m.shared, m.verified = m.print.verify(m.conv, body)
+			m.shared, m.verified = m.fingerprint.verify(m.conv, body)
 		}
 		if best == nil || m.shared > best.shared {
 			best = m
 		}
-		if m.verified == len(m.print.sums) {
+		if m.verified == len(m.fingerprint.sums) {
 			break // none after it can share more
 		}
 	}
 	var use *memo
 	switch {
-	case best != nil && best.conv != nil && best.verified >= len(best.print.sums)-1:
+	case best != nil && best.conv != nil && best.verified >= len(best.fingerprint.sums)-1:
 		use = best // the request continues it
 	case best != nil && best.verified > 0:
 		// Another conversation that starts the same way (or this one
@@ -412,7 +327,7 @@ func (r *recent) removeLocked(key string, m *memo) int64 {
 
 // parse parses body with proto, reusing what the memo holds (the memo's
 // key names the protocol): the messages of the remembered parse that lie
-// within the bytes body verifiably repeats (print.verify).
+// within the bytes body verifiably repeats (fingerprint.verify).
 func (m *memo) parse(proto protocol.Protocol, body []byte) (*conversation.Conversation, int, error) {
 	if m == nil || m.conv == nil {
 		c, err := proto.Parse(body)
@@ -431,7 +346,7 @@ func (m *memo) parse(proto protocol.Protocol, body []byte) (*conversation.Conver
 }
 
 // keep makes c (a parse of body) the memo's last request: it hashes the
-// pieces of body the memo has no sum for yet (print.fill), releases the
+// pieces of body the memo has no sum for yet (fingerprint.fill), releases the
 // previous parse and keeps c without its body (c.Body is set to nil: the
 // caller keeps ownership of body, which may be reused as soon as the
 // request is done). c must not be released by the caller afterwards. If
@@ -449,10 +364,10 @@ func (m *memo) keep(c *conversation.Conversation, body []byte) {
 	}
 	m.shared, m.verified = 0, 0
 	c.Body = body
-	m.print.fill(c, reuse)
+	m.fingerprint.fill(c, reuse)
 	c.Body = nil
 	m.conv = c
-	size := int64(c.Footprint()) + int64(8*cap(m.print.sums)) + int64(8*cap(m.msgTokens)) + int64(pipeline.MemoFootprint(m.pass))
+	size := int64(c.Footprint()) + int64(8*cap(m.fingerprint.sums)) + int64(8*cap(m.msgTokens)) + int64(pipeline.MemoFootprint(m.pass))
 	r := m.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -475,7 +390,7 @@ func (m *memo) drop() {
 		m.conv.Release()
 	}
 	m.conv, m.pass, m.msgTokens = nil, nil, nil
-	m.print = print{}
+	m.fingerprint = fingerprint{}
 }
 
 // forget drops what the memo holds (after a failed request: what passes

@@ -8,7 +8,9 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/internal/auth"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/compact"
+	"github.com/ctxguard/ctxguard/pass/digest"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/summarize"
@@ -24,9 +26,10 @@ type setup struct {
 	cfg        config.Config
 	models     *model.Registry
 	blobs      *store.Blobs
-	summarizer compact.Summarizer // nil: extractive summaries only
+	summarizer pass.Summarizer // nil: extractive summaries only
 	pipe       *pipeline.Pipeline
-	compact    *compact.Pass // nil when compaction is off
+	built      *pass.Built // the pipeline's passes
+	compacts   bool        // compaction is on: an overflow is retried compacted (recover.go)
 	// keys are auth_token's (nil without one): the token, the sign-in
 	// cookie, the blob links' signatures.
 	keys *auth.Keys
@@ -76,33 +79,33 @@ func (g *Guard) build(cfg config.Config, prev *setup) (*setup, error) {
 			s.blobs.Sign = s.keys.SignBlob
 		}
 	}
-	sameSummarizer := true
+	cc := pass.Get[compact.Config](cfg.Passes)
+	s.compacts = cc.Enabled
 	switch {
 	case g.summarizer != nil: // WithSummarizer
 		s.summarizer = g.summarizer
-	case (cfg.Compact.Enabled || cfg.Digest.Enabled) && cfg.Compact.Summarizer.Mode != "none":
-		if prev != nil && prev.summarizer != nil && reflect.DeepEqual(prev.cfg.Compact.Summarizer, cfg.Compact.Summarizer) && prev.cfg.Upstreams == cfg.Upstreams {
+	case (cc.Enabled || pass.Get[digest.Config](cfg.Passes).Enabled) && cc.Summarizer.Mode != "none":
+		if prev != nil && prev.summarizer != nil && reflect.DeepEqual(pass.Get[compact.Config](prev.cfg.Passes).Summarizer, cc.Summarizer) && prev.cfg.Upstreams == cfg.Upstreams {
 			s.summarizer = prev.summarizer
 			break
 		}
 		ups := map[string]string{"anthropic": cfg.Upstreams.Anthropic, "openai": cfg.Upstreams.OpenAI}
-		sc, err := summarize.New(cfg.Compact.Summarizer, g.protocols, ups, nil, g.log)
+		sc, err := summarize.New(cc.Summarizer, g.protocols, ups, nil, g.log)
 		if err != nil {
 			return nil, err
 		}
 		sc.Now = g.now
 		s.summarizer = sc
-		sameSummarizer = false
-	default:
-		sameSummarizer = prev == nil || prev.summarizer == nil
 	}
 	d := Deps{Blobs: s.blobs, Log: g.log, Summarizer: s.summarizer, Now: g.now, Signatures: g.sigs}
-	if prev != nil && prev.compact != nil && sameSummarizer && s.blobs == prev.blobs && reflect.DeepEqual(prev.cfg.Compact, cfg.Compact) {
-		d.Compact = prev.compact
+	var prevBuilt *pass.Built
+	if prev != nil {
+		prevBuilt = prev.built
 	}
-	if s.pipe, s.compact, err = Compile(cfg, d); err != nil {
+	if s.built, err = compile(cfg, d, prevBuilt); err != nil {
 		return nil, err
 	}
+	s.pipe = pipeline.New(g.log, s.built.Passes()...)
 	if prev != nil {
 		s.gen = prev.gen + 1
 	}
@@ -167,9 +170,7 @@ func (g *Guard) Reload(cfg config.Config) (Reloaded, error) {
 	}
 	r.Handler = !reflect.DeepEqual(handlerSettings(cur.cfg), handlerSettings(cfg))
 	g.setup.Store(next)
-	if cur.compact != nil && cur.compact != next.compact {
-		g.retired = append(g.retired, cur.compact)
-	}
+	g.retired = append(g.retired, cur.built.Closers(next.built)...)
 	g.recent.dropAll() // unreachable now (setup.memoKey); free them
 	return r, nil
 }
@@ -187,17 +188,11 @@ func handlerSettings(c config.Config) any {
 	}{c.Upstreams, c.Routes, c.MaxBody, c.Limits.MaxBuffered, c.AuthToken, proxyTimeouts(c.Timeouts), c.Log.DumpBodies}
 }
 
-// closeSetups stops the compaction passes, the current one and those
-// reloads replaced.
+// closeSetups stops the background work of the passes, the current ones
+// and those reloads replaced.
 func (g *Guard) closeSetups() {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
-	passes := g.retired
-	if cp := g.current().compact; cp != nil {
-		passes = append(passes, cp)
-	}
-	for _, cp := range passes {
-		cp.Close()
-	}
+	closeAll(append(g.retired, g.current().built.Closers(nil)...))
 	g.retired = nil
 }

@@ -3,6 +3,11 @@
 // key is an error naming the key and its line), environment and flag
 // overrides applied by the caller, and Validate, kept separate from
 // loading so a config built in code is checked the same way.
+//
+// The passes' sections (compress, clear, compact, ...) are of the passes'
+// own types: config reads, checks and prints them through package pass's
+// registry (Config.Passes) and imports no pass, so a pass plugs in by
+// registering itself.
 package config
 
 import (
@@ -10,27 +15,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ctxguard/ctxguard/internal/baseurl"
 	"github.com/ctxguard/ctxguard/model"
-	"github.com/ctxguard/ctxguard/pass/clear"
-	"github.com/ctxguard/ctxguard/pass/compact"
-	"github.com/ctxguard/ctxguard/pass/compress"
-	"github.com/ctxguard/ctxguard/pass/digest"
-	"github.com/ctxguard/ctxguard/pass/persist"
-	"github.com/ctxguard/ctxguard/pass/thinking"
+	"github.com/ctxguard/ctxguard/pass"
 	redisstore "github.com/ctxguard/ctxguard/store/redis"
 )
 
@@ -109,21 +106,12 @@ type Config struct {
 
 	// Models patches the embedded model registry.
 	Models model.Config `yaml:"models"`
-	// Compress is the per-result compression pass.
-	Compress compress.Config `yaml:"compress"`
-	// Digest replaces one large result of listed tools with a small
-	// model's answer to the call's request (off by default).
-	Digest digest.Config `yaml:"digest"`
-	// Persist stores oversized tool results and leaves a preview.
-	Persist persist.Config `yaml:"persist"`
-	// Clear is the history clearing pass.
-	Clear clear.Config `yaml:"clear"`
-	// ThinkingGuard removes thinking blocks another model family minted
-	// when a session switches families.
-	ThinkingGuard thinking.Config `yaml:"thinking_guard"`
-	// Compact replaces the oldest part of a long session with a summary
-	// ahead of the model's limit.
-	Compact compact.Config `yaml:"compact"`
+	// Passes are the passes' sections (compress, digest, persist,
+	// clear, thinking_guard, compact, ...), by YAML key, each of its
+	// pass's type: the file writes them at the top level, after models,
+	// and package pass's registry says which there are. Read and change
+	// one with pass.Get and pass.Update (pass.Get[clearing.Config](c.Passes)).
+	Passes pass.Sections `yaml:"-"`
 }
 
 // Upstreams are the base URLs requests go to, by the family of their
@@ -285,13 +273,8 @@ func Defaults() Config {
 			MemoryStore:   128 << 20,
 			StoreBlob:     redisstore.DefaultMaxBlob,
 		},
-		Models:        model.Defaults(),
-		Compress:      compress.Defaults(),
-		Digest:        digest.Defaults(),
-		Persist:       persist.Defaults(),
-		Clear:         clear.Defaults(),
-		Compact:       compact.Defaults(),
-		ThinkingGuard: thinking.Defaults(),
+		Models: model.Defaults(),
+		Passes: pass.Defaults(),
 	}
 }
 
@@ -456,13 +439,7 @@ func (c Config) YAML() ([]byte, error) {
 // RedactURL returns u with any password replaced by "xxxxx" (and a user
 // name alone kept); a string that does not parse as a URL is returned as
 // "<unparsable URL>", since it may hold a secret.
-func RedactURL(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return "<unparsable URL>"
-	}
-	return p.Redacted()
-}
+func RedactURL(u string) string { return baseurl.Redact(u) }
 
 // LoopbackHost reports whether host (a host name or IP address, without
 // port or brackets) names this machine only: "localhost", a name under
@@ -488,179 +465,6 @@ func LocalAddr(listen string) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
-}
-
-var routeName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
-
-// httpURL reports whether u is an http or https URL with a host.
-func httpURL(u string) bool {
-	p, err := url.Parse(u)
-	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != ""
-}
-
-// RoutePrefix is the path prefix of the named route.
-func RoutePrefix(name string) string { return "/x/" + name }
-
-// minTokenLen is the shortest auth token accepted.
-const minTokenLen = 16
-
-// Validate reports every problem in c, joined, or nil.
-func (c Config) Validate() error {
-	var errs []error
-	if host, _, err := net.SplitHostPort(c.Listen); err != nil {
-		errs = append(errs, fmt.Errorf("listen: %q: %v", c.Listen, err))
-	} else if !LoopbackHost(host) && c.AuthToken == "" {
-		errs = append(errs, fmt.Errorf("listen: %s can be reached from other machines; set auth_token (or CTXGUARD_AUTH_TOKEN) so that only clients sending it in X-Ctxguard-Token are served, or listen on 127.0.0.1", c.Listen))
-	}
-	switch {
-	case c.AuthToken == Redacted:
-		errs = append(errs, fmt.Errorf("auth_token: %q is what `ctxguard config` prints in place of the token, not a token", Redacted))
-	case c.AuthToken != "" && len(c.AuthToken) < minTokenLen:
-		errs = append(errs, fmt.Errorf("auth_token: %d characters; use at least %d", len(c.AuthToken), minTokenLen))
-	case strings.ContainsAny(c.AuthToken, "\r\n\x00"):
-		errs = append(errs, errors.New("auth_token: holds a line break or NUL; it must fit in an HTTP header"))
-	}
-	if c.PublicURL != "" {
-		if u, err := url.Parse(c.PublicURL); err != nil || !httpURL(c.PublicURL) || u.RawQuery != "" || u.Fragment != "" || u.User != nil || strings.HasSuffix(c.PublicURL, "/") {
-			errs = append(errs, fmt.Errorf("public_url: %q must be an http(s) URL without credentials, query, fragment or trailing slash", RedactURL(c.PublicURL)))
-		}
-	}
-	upstreams := []struct{ key, url string }{{"upstreams.anthropic", c.Upstreams.Anthropic}, {"upstreams.openai", c.Upstreams.OpenAI}}
-	if c.Upstreams.Anthropic == c.Upstreams.OpenAI {
-		// One URL for both (--upstream, CTXGUARD_UPSTREAM): one error.
-		upstreams = []struct{ key, url string }{{"upstreams.anthropic and upstreams.openai", c.Upstreams.Anthropic}}
-	}
-	for _, up := range upstreams {
-		if !httpURL(up.url) {
-			errs = append(errs, fmt.Errorf("%s: %q is not an http(s) URL", up.key, RedactURL(up.url)))
-		} else if err := checkBaseURL(up.key, up.url); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(c.Routes)) {
-		u := c.Routes[name]
-		if !routeName.MatchString(name) {
-			errs = append(errs, fmt.Errorf("routes: %q: a name is letters, digits, '-', '_' and '.'", name))
-		}
-		if !httpURL(u) {
-			errs = append(errs, fmt.Errorf("routes.%s: %q is not an http(s) URL", name, RedactURL(u)))
-		} else if err := checkBaseURL("routes."+name, u); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if s := c.Compact.Summarizer; s.Mode == "endpoint" && httpURL(s.Endpoint) {
-		if err := checkBaseURL("compact.summarizer.endpoint", s.Endpoint); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if c.MaxBody <= 0 {
-		errs = append(errs, fmt.Errorf("max_body: %d must be positive", c.MaxBody))
-	}
-	if c.DataDir == "" {
-		errs = append(errs, errors.New("data_dir: empty"))
-	}
-	if c.Store != "" {
-		if err := redisstore.CheckURL(c.Store); err != nil {
-			hint := ""
-			if strings.Contains(err.Error(), "password") {
-				hint = " (" + RedisPasswordEnv + ")"
-			}
-			errs = append(errs, fmt.Errorf("store: %q: %v%s; empty selects the embedded store in data_dir", RedactURL(c.Store), err, hint))
-		}
-	}
-	if c.BlobTTL < 0 {
-		errs = append(errs, fmt.Errorf("blob_ttl: %v is negative", c.BlobTTL))
-	}
-	switch c.Local.Access {
-	case "loopback", "any", "off":
-	default:
-		errs = append(errs, fmt.Errorf("local.access: %q must be loopback, any or off", c.Local.Access))
-	}
-	for _, h := range c.Local.Hosts {
-		if h == "" || strings.ContainsAny(h, " /:@") {
-			errs = append(errs, fmt.Errorf("local.hosts: %q is not a host name", h))
-		}
-	}
-	errs = append(errs, c.Timeouts.validate()...)
-	errs = append(errs, c.Limits.validate(c.MaxBody)...)
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		errs = append(errs, fmt.Errorf("log.level: %q must be debug, info, warn or error", c.Log.Level))
-	}
-	if c.Dashboard.Sessions < 1 || c.Dashboard.Requests < 1 {
-		errs = append(errs, fmt.Errorf("dashboard.sessions and dashboard.requests must be at least 1"))
-	}
-	switch c.Log.Format {
-	case "text", "json":
-	default:
-		errs = append(errs, fmt.Errorf("log.format: %q must be text or json", c.Log.Format))
-	}
-	if err := c.Models.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.Compress.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("compress: %w", err))
-	}
-	if err := c.Digest.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("digest: %w", err))
-	}
-	if err := c.Persist.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("persist: %w", err))
-	}
-	if err := c.Clear.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("clear: %w", err))
-	}
-	if err := c.ThinkingGuard.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("thinking_guard: %w", err))
-	}
-	if err := c.Compact.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("compact: %w", err))
-	}
-	return errors.Join(errs...)
-}
-
-func (t Timeouts) validate() []error {
-	var errs []error
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"request_header", t.RequestHeader}, {"body_read", t.BodyRead}, {"keep_alive", t.KeepAlive},
-		{"dial", t.Dial}, {"upstream_write", t.UpstreamWrite}, {"response_header", t.ResponseHeader},
-		{"idle", t.Idle}, {"client_write", t.ClientWrite}, {"drain", t.Drain},
-	} {
-		if d.v < 0 {
-			errs = append(errs, fmt.Errorf("timeouts.%s: %v is negative (0 disables it)", d.name, d.v))
-		}
-	}
-	if t.BodyMinRate < 0 {
-		errs = append(errs, fmt.Errorf("timeouts.body_min_rate: %d is negative (0 disables it)", t.BodyMinRate))
-	}
-	return errs
-}
-
-func (l Limits) validate(maxBody int64) []error {
-	var errs []error
-	if l.MaxBuffered < maxBody {
-		errs = append(errs, fmt.Errorf("limits.max_buffered: %d is less than max_body (%d): a body of the maximum size could never be served", l.MaxBuffered, maxBody))
-	}
-	if l.Sessions < 0 {
-		errs = append(errs, fmt.Errorf("limits.sessions: %d is negative (0 remembers none)", l.Sessions))
-	}
-	if l.SessionMemory < 0 {
-		errs = append(errs, fmt.Errorf("limits.session_memory: %d is negative", l.SessionMemory))
-	}
-	if l.SessionIdle < 0 {
-		errs = append(errs, fmt.Errorf("limits.session_idle: %v is negative", l.SessionIdle))
-	}
-	if l.MemoryStore <= 0 {
-		errs = append(errs, fmt.Errorf("limits.memory_store: %d must be positive", l.MemoryStore))
-	}
-	if l.StoreBlob <= 0 {
-		errs = append(errs, fmt.Errorf("limits.store_blob: %d must be positive", l.StoreBlob))
-	}
-	return errs
 }
 
 // ExpandPaths expands "~" (the user's home) at the start of path fields
@@ -729,87 +533,4 @@ func ExpandPath(p string, lookup func(string) (string, bool), home func() (strin
 		b.WriteString(v)
 	}
 	return b.String(), nil
-}
-
-// restartOnly are the settings a running ctxguard cannot change, by key,
-// with how to copy one from a running configuration.
-var restartOnly = []struct {
-	key  string
-	keep func(run Config, next *Config) bool // copies; reports whether it differed
-}{
-	// The listener.
-	{"listen", keep(func(c *Config) *string { return &c.Listen })},
-	{"timeouts.request_header", keep(func(c *Config) *time.Duration { return &c.Timeouts.RequestHeader })},
-	{"timeouts.keep_alive", keep(func(c *Config) *time.Duration { return &c.Timeouts.KeepAlive })},
-	// The store.
-	{"store", keep(func(c *Config) *string { return &c.Store })},
-	{"data_dir", keep(func(c *Config) *string { return &c.DataDir })},
-	{"blob_ttl", keep(func(c *Config) *time.Duration { return &c.BlobTTL })},
-	{"limits.memory_store", keep(func(c *Config) *int64 { return &c.Limits.MemoryStore })},
-	{"limits.store_blob", keep(func(c *Config) *int64 { return &c.Limits.StoreBlob })},
-	// The sessions' memory.
-	{"limits.sessions", keep(func(c *Config) *int { return &c.Limits.Sessions })},
-	{"limits.session_memory", keep(func(c *Config) *int64 { return &c.Limits.SessionMemory })},
-	{"limits.session_idle", keep(func(c *Config) *time.Duration { return &c.Limits.SessionIdle })},
-	// The thinking guard's memory of signatures.
-	{"thinking_guard.ttl", keep(func(c *Config) *time.Duration { return &c.ThinkingGuard.TTL })},
-	{"thinking_guard.max_entries", keep(func(c *Config) *int { return &c.ThinkingGuard.MaxEntries })},
-	// The observers, mounted once, and the log's shape.
-	{"dashboard", keep(func(c *Config) *Dashboard { return &c.Dashboard })},
-	{"metrics", keep(func(c *Config) *Metrics { return &c.Metrics })},
-	{"log.format", keep(func(c *Config) *string { return &c.Log.Format })},
-}
-
-func keep[T comparable](field func(*Config) *T) func(Config, *Config) bool {
-	return func(run Config, next *Config) bool {
-		r, n := field(&run), field(next)
-		if *r == *n {
-			return false
-		}
-		*n = *r
-		return true
-	}
-}
-
-// RestartOnly lists the settings a running ctxguard cannot change, which
-// a reload keeps (KeepRestartOnly): the listener (listen,
-// timeouts.request_header, timeouts.keep_alive), the store (store,
-// data_dir, blob_ttl, limits.memory_store, limits.store_blob), the sessions' memory (limits.sessions,
-// limits.session_memory, limits.session_idle), the thinking guard's
-// memory (thinking_guard.ttl, thinking_guard.max_entries), the dashboard,
-// the metrics and log.format.
-func RestartOnly() []string {
-	keys := make([]string, len(restartOnly))
-	for i, r := range restartOnly {
-		keys[i] = r.key
-	}
-	return keys
-}
-
-// KeepRestartOnly sets next's restart-only settings (RestartOnly) to
-// their value in running and returns the keys of those that differed.
-func KeepRestartOnly(running Config, next *Config) []string {
-	var kept []string
-	for _, r := range restartOnly {
-		if r.keep(running, next) {
-			kept = append(kept, r.key)
-		}
-	}
-	return kept
-}
-
-// Changed returns the top-level keys (listen, upstreams, compress, ...)
-// whose values differ between a and b, in the order Config declares them.
-// It names keys only, never values, so it may be logged.
-func Changed(a, b Config) []string {
-	a.Timeouts.Shutdown, b.Timeouts.Shutdown = nil, nil // read as Drain
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	var keys []string
-	for i := range va.NumField() {
-		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
-			key, _, _ := strings.Cut(va.Type().Field(i).Tag.Get("yaml"), ",")
-			keys = append(keys, key)
-		}
-	}
-	return keys
 }
