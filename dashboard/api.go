@@ -330,6 +330,10 @@ type RequestDetail struct {
 	SpentUSD    float64    `json:"spent_usd"`
 	SavedUSD    float64    `json:"saved_usd"`
 	AddedUSD    float64    `json:"added_usd"`
+	// Cold: the request arrived after its session's prompt cache
+	// expired, so its savings are priced at the cache-write rate
+	// (Point.Cold).
+	Cold bool `json:"cold,omitempty"`
 	// Bodies are the request's bodies before and after, only with
 	// dashboard.show_bodies and for the last RecentBodies requests.
 	Bodies *BodiesView `json:"bodies,omitempty"`
@@ -360,10 +364,10 @@ type BodiesView struct {
 func (d *Dashboard) Request(seq uint64) (*RequestDetail, error) {
 	d.mu.Lock()
 	var x *record.Exchange
-	n := 0
+	n, cold := 0, false
 	d.recent.each(func(k kept) bool {
 		if k.x.Seq == seq {
-			x, n = k.x, k.n
+			x, n, cold = k.x, k.n, k.cold
 		}
 		return x == nil
 	})
@@ -376,7 +380,7 @@ func (d *Dashboard) Request(seq uint64) (*RequestDetail, error) {
 	})
 	var p Point
 	if x != nil {
-		p = d.point(x)
+		p = d.point(x, cold)
 	}
 	d.mu.Unlock()
 	if x == nil {
@@ -391,7 +395,7 @@ func (d *Dashboard) Request(seq uint64) (*RequestDetail, error) {
 		CalBefore: x.CalibratedBefore, CalAfter: x.CalibratedAfter,
 		ReadMS: ms(x.Read), RewriteMS: ms(x.Rewrite), FirstByteMS: ms(x.FirstByte), TotalMS: ms(x.Total),
 		Status: x.Status, BytesIn: x.BytesIn, BytesOut: x.BytesOut, BytesResp: x.BytesResp,
-		SpentUSD: p.SpentUSD, SavedUSD: p.SavedUSD, AddedUSD: p.AddedUSD}
+		SpentUSD: p.SpentUSD, SavedUSD: p.SavedUSD, AddedUSD: p.AddedUSD, Cold: p.Cold}
 	if n > 0 {
 		v.Session = x.Session
 	}

@@ -29,12 +29,20 @@
 // A request's cost is the prompt the API reported in its usage, each part
 // at its rate (uncached input at the input price, cache writes at the
 // cache-write price, cache reads at the cache-read price); a request
-// without usage costs nothing here. The tokens saved are priced at the
-// cache-read rate: most of what ctxguard removes is old history that the
-// prompt cache would have served, so this is a lower bound of the money
-// saved (edit events, which cost cache writes, are shown but not
-// subtracted). What was added on purpose is priced the same way, apart.
-// Output tokens are not counted: they do not change.
+// without usage costs nothing here. The tokens saved are priced on the
+// cache's clock: at the cache-read rate when the request arrived within
+// its model's cache lifetime (model.Info.CacheTTL) of its session's
+// previous request, since most of what ctxguard removes is old history
+// that the prompt cache would have served; at the cache-write rate when
+// it arrived later (Point.Cold), since the cache had expired and the
+// client's prompt would have been written again in full. Arrival times
+// are the records' Start, from the proxy's clock. A request after a
+// long gap whose usage still shows cache reads found the cache warm (the
+// client asked for a longer lifetime, or the provider kept it longer),
+// and is priced as warm. This stays a lower bound of the money saved
+// (edit events, which cost cache writes, are shown but not subtracted).
+// What was added on purpose is priced the same way, apart. Output
+// tokens are not counted: they do not change.
 //
 // Today. "Today" runs from local midnight (in the clock's location). With
 // Options.Store its totals go through the store, so that they survive a
@@ -128,8 +136,9 @@ type Dashboard struct {
 // kept is a full record the dashboard keeps, with its number in its
 // session (0: listed in none).
 type kept struct {
-	x *record.Exchange
-	n int
+	x    *record.Exchange
+	n    int
+	cold bool // Point.Cold
 }
 
 // New returns a Dashboard with o's defaults filled in.
@@ -266,20 +275,24 @@ type Point struct {
 	WouldSend int  `json:"would_send,omitempty"`
 	// CalBefore and CalAfter are in the API's tokens (record's
 	// Calibrated fields), 0 when unknown.
-	CalBefore    int            `json:"calibrated_before"`
-	CalAfter     int            `json:"calibrated_after"`
-	Event        bool           `json:"event,omitempty"`
-	Compaction   bool           `json:"compaction,omitempty"`
-	Client       bool           `json:"client_compaction,omitempty"` // the client compacted by itself
-	Stubs        int            `json:"stubs,omitempty"`
-	Outcome      record.Outcome `json:"outcome"`
-	Status       int            `json:"status"`
-	CacheRead    int            `json:"cache_read"`
-	CacheWrite   int            `json:"cache_write"`
-	SpentUSD     float64        `json:"spent_usd"`
-	SavedUSD     float64        `json:"saved_usd"`
-	AddedUSD     float64        `json:"added_usd,omitempty"`
-	WouldSaveUSD float64        `json:"would_save_usd,omitempty"`
+	CalBefore  int            `json:"calibrated_before"`
+	CalAfter   int            `json:"calibrated_after"`
+	Event      bool           `json:"event,omitempty"`
+	Compaction bool           `json:"compaction,omitempty"`
+	Client     bool           `json:"client_compaction,omitempty"` // the client compacted by itself
+	Stubs      int            `json:"stubs,omitempty"`
+	Outcome    record.Outcome `json:"outcome"`
+	Status     int            `json:"status"`
+	CacheRead  int            `json:"cache_read"`
+	CacheWrite int            `json:"cache_write"`
+	// Cold: the request arrived after its session's prompt cache
+	// expired (see the package doc, Money); its savings are priced at the
+	// cache-write rate.
+	Cold         bool    `json:"cold,omitempty"`
+	SpentUSD     float64 `json:"spent_usd"`
+	SavedUSD     float64 `json:"saved_usd"`
+	AddedUSD     float64 `json:"added_usd,omitempty"`
+	WouldSaveUSD float64 `json:"would_save_usd,omitempty"`
 }
 
 // shown is what the point's chart and rows show as sent: in a dry run,
@@ -298,7 +311,8 @@ type session struct {
 	model, modelID    string
 	window, maxOutput int
 	first, last       time.Time
-	seen              uint64 // Dashboard.tick at the last request
+	arrived           time.Time // Start of the last request, for the cache's clock
+	seen              uint64    // Dashboard.tick at the last request
 	points            ring[Point]
 	totals            Totals
 	lastOutcome       record.Outcome
@@ -338,10 +352,16 @@ func listed(x *record.Exchange) bool { return x.Session != "" && x.TokensBefore 
 func (d *Dashboard) Observe(x *record.Exchange) {
 	now := d.o.Now()
 	d.mu.Lock()
-	p := d.point(x)
 	key := ""
+	var s *session
 	if listed(x) {
-		s := d.sessionLocked(x.Session, now)
+		s = d.sessionLocked(x.Session, now)
+	}
+	p := d.point(x, d.cold(s, x))
+	if s != nil {
+		if x.Start.After(s.arrived) {
+			s.arrived = x.Start
+		}
 		p.N = int(s.points.n) + 1
 		s.points.push(p)
 		s.totals.add(&p)
@@ -370,7 +390,7 @@ func (d *Dashboard) Observe(x *record.Exchange) {
 	d.changedLocked(now)
 	keep := *x
 	keep.Bodies = nil // bodies have their own, shorter, ring
-	d.recent.push(kept{&keep, p.N})
+	d.recent.push(kept{&keep, p.N, p.Cold})
 	if d.o.ShowBodies && x.Bodies != nil {
 		d.bodies.push(bodies{x.Seq, x.Bodies})
 	}
@@ -419,8 +439,27 @@ func (d *Dashboard) rollDay(now time.Time) {
 	}
 }
 
-// point makes x's point; d.mu is held (for the price cache).
-func (d *Dashboard) point(x *record.Exchange) Point {
+// cold reports whether x arrived after the prompt cache of its session s
+// (nil: listed in none, never cold) expired: later than its model's
+// cache lifetime after the session's previous request, and without
+// cache reads in its usage (the package doc, Money). d.mu is held.
+func (d *Dashboard) cold(s *session, x *record.Exchange) bool {
+	if s == nil || s.arrived.IsZero() || x.Start.IsZero() {
+		return false
+	}
+	if x.Usage != nil && x.Usage.CacheRead > 0 {
+		return false
+	}
+	info := model.Lookup(modelKey(x))
+	if d.o.Model != nil {
+		info = d.o.Model(modelKey(x))
+	}
+	return x.Start.Sub(s.arrived) > info.CacheTTL(false)
+}
+
+// point makes x's point, cold saying whether it found its cache expired
+// (Dashboard.cold); d.mu is held (for the price cache).
+func (d *Dashboard) point(x *record.Exchange, cold bool) Point {
 	p := Point{
 		Seq: x.Seq, Time: x.Start, Before: x.TokensBefore, After: x.TokensAfter,
 		Saved: x.Saved(), Added: x.TokensAdded, WouldSave: x.WouldSave(),
@@ -429,7 +468,7 @@ func (d *Dashboard) point(x *record.Exchange) Point {
 		Event: x.Event || x.Compaction != "", Compaction: x.Compaction != "",
 		Client:  x.Skipped == "client compaction",
 		Stubs:   len(x.Stubs),
-		Outcome: x.Outcome, Status: x.Status,
+		Outcome: x.Outcome, Status: x.Status, Cold: cold,
 	}
 	if x.Usage != nil {
 		p.CacheRead, p.CacheWrite = x.Usage.CacheRead, x.Usage.CacheWrite
@@ -450,9 +489,13 @@ func (d *Dashboard) point(x *record.Exchange) Point {
 		}
 		api := func(n int) int { return int(float64(n)*scale + 0.5) }
 		added := api(p.Added)
-		p.SavedUSD = cacheRead(pr, before, before-after+added)
-		p.AddedUSD = cacheRead(pr, after, added)
-		p.WouldSaveUSD = cacheRead(pr, before, api(p.WouldSave))
+		top := cacheRead
+		if cold {
+			top = cacheWrite
+		}
+		p.SavedUSD = top(pr, before, before-after+added)
+		p.AddedUSD = top(pr, after, added)
+		p.WouldSaveUSD = top(pr, before, api(p.WouldSave))
 	}
 	return p
 }
@@ -494,6 +537,15 @@ func cacheRead(p price.Price, top, n int) float64 {
 		return 0
 	}
 	return p.Cost(top, top) - p.Cost(top-n, top-n)
+}
+
+// cacheWrite is cacheRead at the cache-write rate: the top n tokens of a
+// prompt that found its cache expired.
+func cacheWrite(p price.Price, top, n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return p.Cost(top, 0) - p.Cost(top-n, 0)
 }
 
 // ring keeps the last max values pushed.

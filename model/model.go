@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Provider names the API family of a model.
@@ -68,6 +69,45 @@ func (i Info) CachePrices() (write, read int) {
 		return 1000, 100
 	}
 	return 1250, 100
+}
+
+// Prompt-cache lifetimes: how long a provider keeps a cached prompt
+// prefix after its last use (each hit starts the time again).
+const (
+	// AnthropicCacheTTL is the default ("ephemeral", "5m") lifetime and
+	// AnthropicExtendedCacheTTL the one a cache_control marker asks for
+	// with "ttl":"1h", whose writes cost 2x the input price instead of
+	// 1.25x. Source: platform.claude.com/docs/en/build-with-claude/prompt-caching
+	// ("The cache has a minimum 5-minute lifetime", "1-hour cache
+	// duration").
+	AnthropicCacheTTL         = 5 * time.Minute
+	AnthropicExtendedCacheTTL = time.Hour
+	// OpenAICacheTTL is in-memory retention, the default: "cached
+	// prefixes generally remain active for 5 to 10 minutes of
+	// inactivity, up to a maximum of one hour during off-peak periods";
+	// the bound that holds at any hour is taken. OpenAIExtendedCacheTTL
+	// is what a request with "prompt_cache_retention":"24h" gets
+	// ("extended prompt cache retention ... up to 24 hours"), at no extra
+	// price. Source: platform.openai.com/docs/guides/prompt-caching.
+	OpenAICacheTTL         = 5 * time.Minute
+	OpenAIExtendedCacheTTL = 24 * time.Hour
+)
+
+// CacheTTL returns how long the model's provider keeps a cached prompt
+// prefix after its last use: its default lifetime, or the extended one
+// a request can ask for (Anthropic's "ttl":"1h", OpenAI's
+// prompt_cache_retention "24h"). Providers other than OpenAI get
+// Anthropic's figures.
+func (i Info) CacheTTL(extended bool) time.Duration {
+	switch {
+	case i.Provider == OpenAI && extended:
+		return OpenAIExtendedCacheTTL
+	case i.Provider == OpenAI:
+		return OpenAICacheTTL
+	case extended:
+		return AnthropicExtendedCacheTTL
+	}
+	return AnthropicCacheTTL
 }
 
 // Trigger is the dynamic compaction trigger: the window minus the maximum

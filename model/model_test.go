@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
@@ -454,6 +455,28 @@ func TestFamily(t *testing.T) {
 	} {
 		if got := Family(id); got != want {
 			t.Errorf("Family(%q) = %q, want %q", id, got, want)
+		}
+	}
+}
+
+// TestCacheTTL checks each provider's cache lifetimes, default and
+// extended, against the figures the providers publish (5 minutes or 1
+// hour at Anthropic; 5 minutes in memory or 24 hours at OpenAI).
+func TestCacheTTL(t *testing.T) {
+	for _, tc := range []struct {
+		id       string
+		extended bool
+		want     time.Duration
+	}{
+		{"claude-sonnet-4-5-20250929", false, 5 * time.Minute},
+		{"claude-sonnet-4-5-20250929", true, 60 * time.Minute},
+		{"gpt-5.2-codex", false, 5 * time.Minute},
+		{"gpt-5.2-codex", true, 24 * 60 * time.Minute},
+		{"gemini-3-pro", false, 5 * time.Minute},
+		{"some-unknown-model", true, 60 * time.Minute},
+	} {
+		if got := Lookup(tc.id).CacheTTL(tc.extended); got != tc.want {
+			t.Errorf("%s extended=%v: CacheTTL = %v, want %v", tc.id, tc.extended, got, tc.want)
 		}
 	}
 }

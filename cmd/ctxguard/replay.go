@@ -18,7 +18,8 @@ import (
 const replayUsage = `usage: ctxguard replay [flags] [PATH...]
 
 Replays agent session transcripts through ctxguard's pipeline and reports
-what it would have saved: tokens, cache-aware cost, money, edit events,
+what it would have saved: tokens, cache-aware cost (time-aware: a request
+that comes after its prompt cache expired writes it again), money, edit events,
 validity, and what the agent keeps (quote retention; the facts of the
 messages each compaction replaced that its summary still names), per
 session and in total.
@@ -48,6 +49,7 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 	noSide := fs.Bool("no-sidechains", false, "leave out subagent (Task) transcripts")
 	window := fs.String("window", "", "set every model's context window to N tokens (64k, 200000, 1m) and report requests above the overflow line (window − max output)")
 	maxOut := fs.String("max-output", "", "with --window: every model's maximum output, at most N tokens (default: a eighth of the window)")
+	cacheTTL := fs.String("cache-ttl", "provider", "how long the prompt cache keeps a prefix after its last use, against the transcripts' times: provider (each provider's lifetime, or the longer one a request asks for), never (the time-blind cost of earlier versions), or a duration such as 5m")
 	protoName := fs.String("protocol", "", "write Claude Code and SWE-agent sessions as requests of this API: anthropic (default), responses or chat (Codex rollouts can only be Responses requests)")
 	// Flags may come before and after the paths.
 	var paths []string
@@ -106,6 +108,10 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 	if err != nil {
 		return err
 	}
+	ttl, err := replaypkg.ParseCacheTTL(*cacheTTL)
+	if err != nil {
+		return fmt.Errorf("--cache-ttl: %w", err)
+	}
 	build := transcript.BuildOptions{Model: *modelID}
 	switch *protoName {
 	case "", transcript.ProtoAnthropic:
@@ -139,7 +145,7 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 		return fmt.Errorf("no sessions found in %s", strings.Join(paths, ", "))
 	}
 
-	opt := replaypkg.RunOptions{Pipeline: pipe, Build: build, Prices: table, Window: win, Line: line}
+	opt := replaypkg.RunOptions{Pipeline: pipe, Build: build, Prices: table, Window: win, Line: line, CacheTTL: ttl}
 	var bar *replaypkg.ProgressBar
 	if tty || *progress {
 		bar = &replaypkg.ProgressBar{W: stderr}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ctxguard/ctxguard/dashboard/chart"
+	replaypkg "github.com/ctxguard/ctxguard/tools/replay"
 )
 
 // The transcripts of package transcript's tests.
@@ -314,5 +315,64 @@ func TestReplayProtocolFlag(t *testing.T) {
 	}
 	if _, _, err := runArgs(t, false, "--protocol", "smtp", ccDir); err == nil || !strings.Contains(err.Error(), "smtp") {
 		t.Errorf("unknown protocol: %v", err)
+	}
+}
+
+// The cost is time-aware by default: a request 10 minutes after the one
+// before finds Anthropic's 5-minute cache cold and writes its prompt
+// again; --cache-ttl never gives the time-blind figures the report
+// carries beside them, and a lifetime longer than the gap finds no cold
+// request.
+func TestReplayCacheTTL(t *testing.T) {
+	rec := func(ts, typ, msg string) string {
+		return `{"timestamp":"` + ts + `","type":"` + typ + `","sessionId":"s1","isSidechain":false,"message":` + msg + `}`
+	}
+	user := func(ts, text string) string { return rec(ts, "user", `{"role":"user","content":"`+text+`"}`) }
+	asst := func(ts, id string) string {
+		return rec(ts, "assistant", `{"model":"claude-sonnet-4-5-20250929","id":"`+id+`","type":"message","role":"assistant","content":[{"type":"text","text":"done `+id+`"}]}`)
+	}
+	long := strings.Repeat("the quick brown fox jumps over the lazy dog ", 200)
+	lines := []string{
+		user("2026-01-17T04:00:00Z", "first "+long), asst("2026-01-17T04:00:05Z", "m1"),
+		user("2026-01-17T04:00:30Z", "second"), asst("2026-01-17T04:01:00Z", "m2"),
+		user("2026-01-17T04:10:30Z", "third, after a pause"), asst("2026-01-17T04:11:00Z", "m3"),
+	}
+	path := filepath.Join(t.TempDir(), "s1.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type total = replaypkg.Summary
+	get := func(args ...string) (string, total) {
+		out, errOut, err := runArgs(t, false, append([]string{"--json", path}, args...)...)
+		if err != nil {
+			t.Fatal(err, errOut)
+		}
+		var r struct {
+			CacheTTL string `json:"cache_ttl"`
+			Total    total  `json:"total"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.CacheTTL, r.Total
+	}
+	ttl, aware := get()
+	if ttl != "provider" || aware.Requests != 3 || aware.Cold != 1 || !(aware.OrigCost > aware.OrigBlindCost) {
+		t.Errorf("default: cache_ttl %q, %+v; want provider, 3 requests, 1 cold, original cost above the time-blind one", ttl, aware)
+	}
+	ttl, blind := get("--cache-ttl", "never")
+	type costs struct{ Orig, Sent, Ratio, OrigBlind, SentBlind, BlindRatio, Cold float64 }
+	of := func(s total) costs {
+		return costs{s.OrigCost, s.SentCost, s.CostRatio, s.OrigBlindCost, s.SentBlindCost, s.BlindCostRatio, float64(s.Cold)}
+	}
+	want := costs{aware.OrigBlindCost, aware.SentBlindCost, aware.BlindCostRatio, aware.OrigBlindCost, aware.SentBlindCost, aware.BlindCostRatio, 0}
+	if ttl != "never" || of(blind) != want {
+		t.Errorf("--cache-ttl never: cache_ttl %q, %+v; want never, %+v", ttl, of(blind), want)
+	}
+	if _, hour := get("--cache-ttl", "1h"); hour.Cold != 0 || hour.OrigCost != aware.OrigBlindCost {
+		t.Errorf("--cache-ttl 1h: %+v; want no cold request and the time-blind cost", hour)
+	}
+	if _, _, err := runArgs(t, false, path, "--cache-ttl", "soon"); err == nil || !strings.Contains(err.Error(), "--cache-ttl") {
+		t.Errorf("--cache-ttl soon: %v", err)
 	}
 }

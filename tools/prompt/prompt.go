@@ -11,6 +11,7 @@ package prompt
 import (
 	"bytes"
 	"crypto/sha256"
+	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
@@ -225,17 +226,27 @@ func PricedAt(cur *Prompt, read int, readMul, writeMul float64) float64 {
 // BreakpointCache models the API's cache more strictly: an entry exists
 // only for a prefix that ended at a cache_control breakpoint of an earlier
 // request, and a request hits it only from one of its own breakpoints, at
-// most Lookback block boundaries back.
+// most Lookback block boundaries back. With ReadAt, entries also expire.
 type BreakpointCache struct {
-	entries map[[32]byte]bool
+	entries map[[32]byte]time.Time // last use; zero when untimed
 }
 
 // Read returns the tokens of cur billed as cache reads (the longest cached
 // prefix reachable from one of its breakpoints) and records cur's
-// breakpoints as cache entries.
-func (bc *BreakpointCache) Read(cur *Prompt) int {
+// breakpoints as cache entries. Entries never expire.
+func (bc *BreakpointCache) Read(cur *Prompt) int { return bc.ReadAt(cur, time.Time{}, 0) }
+
+// ReadAt is Read for a request sent at now to a cache whose entries live
+// ttl after their last use: an entry last used more than ttl before now
+// is gone. The entry hit and cur's breakpoints are used at now. A zero
+// now or ttl, or an entry recorded without a time, never expires.
+func (bc *BreakpointCache) ReadAt(cur *Prompt, now time.Time, ttl time.Duration) int {
 	if bc.entries == nil {
-		bc.entries = map[[32]byte]bool{}
+		bc.entries = map[[32]byte]time.Time{}
+	}
+	live := func(h [32]byte) bool {
+		last, ok := bc.entries[h]
+		return ok && (ttl <= 0 || now.IsZero() || last.IsZero() || now.Sub(last) <= ttl)
 	}
 	hit := -1 // index of the last segment of the longest cached prefix
 	for i, s := range cur.segs {
@@ -246,7 +257,7 @@ func (bc *BreakpointCache) Read(cur *Prompt) int {
 			if k <= hit {
 				break
 			}
-			if bc.entries[cur.segs[k].hash] {
+			if live(cur.segs[k].hash) {
 				hit = k
 				break
 			}
@@ -256,9 +267,12 @@ func (bc *BreakpointCache) Read(cur *Prompt) int {
 	for k := 0; k <= hit; k++ {
 		read += cur.segs[k].tokens
 	}
+	if hit >= 0 {
+		bc.entries[cur.segs[hit].hash] = now
+	}
 	for _, s := range cur.segs {
 		if s.marker {
-			bc.entries[s.hash] = true
+			bc.entries[s.hash] = now
 		}
 	}
 	return read

@@ -3,6 +3,7 @@ package prompt
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func req(msgs ...string) []byte {
@@ -48,5 +49,37 @@ func TestShared(t *testing.T) {
 	}
 	if got := Cost(a, a); got != CacheRead*float64(a.Tokens()) {
 		t.Errorf("a repeat costs %v", got)
+	}
+}
+
+// TestBreakpointCacheExpiry sends the same request again and again (its
+// last block marked, so a hit reads all of it) at times that straddle a
+// 5-minute lifetime: a hit reads every token, a miss none; each use,
+// hit or miss, starts the lifetime again.
+func TestBreakpointCacheExpiry(t *testing.T) {
+	p, err := Parse(req(`{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := p.Tokens()
+	t0 := time.Date(2026, 1, 17, 4, 0, 0, 0, time.UTC)
+	var bc BreakpointCache
+	for i, tc := range []struct {
+		name string
+		at   time.Time
+		ttl  time.Duration
+		want int
+	}{
+		{"first: nothing cached", t0, 5 * time.Minute, 0},
+		{"exactly 5 minutes later: still warm", t0.Add(5 * time.Minute), 5 * time.Minute, all},
+		{"5m1s after that: gone", t0.Add(10*time.Minute + time.Second), 5 * time.Minute, 0},
+		{"a minute after the rewrite: warm", t0.Add(11*time.Minute + time.Second), 5 * time.Minute, all},
+		{"an hour later with a 1-hour lifetime: warm", t0.Add(71*time.Minute + time.Second), time.Hour, all},
+		{"a day later, no lifetime: warm", t0.Add(25 * time.Hour), 0, all},
+		{"unknown time: warm", time.Time{}, 5 * time.Minute, all},
+	} {
+		if got := bc.ReadAt(p, tc.at, tc.ttl); got != tc.want {
+			t.Errorf("%d %s: read %d, want %d", i, tc.name, got, tc.want)
+		}
 	}
 }

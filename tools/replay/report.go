@@ -36,6 +36,11 @@ type Report struct {
 	Total Summary `json:"total"`
 	// Prices are the rates used (USD per million tokens), by model.
 	Prices PriceTable `json:"prices"`
+	// CacheTTL is how long the replay's prompt cache kept a prefix
+	// (RunOptions.CacheTTL): "provider" (each request's provider and
+	// model, and the lifetime the request asked for), "never" (the
+	// time-blind model), or a fixed duration.
+	CacheTTL string `json:"cache_ttl"`
 	// Window and Line are the window replay --window set and its
 	// overflow line (window − max output); 0 when not set.
 	Window int `json:"window,omitempty"`
@@ -125,10 +130,22 @@ type Summary struct {
 	TokenRatio float64 `json:"token_ratio"`
 	PeakOrig   int     `json:"peak_orig_tokens"`
 	PeakSent   int     `json:"peak_sent_tokens"`
-	// Cache-aware cost in base-input-token units (byte-prefix model).
+	// Cache-aware cost in base-input-token units (byte-prefix model),
+	// time-aware unless Report.CacheTTL is "never": a request that came
+	// after its cache expired writes its whole prompt again.
 	OrigCost  float64 `json:"orig_cost"`
 	SentCost  float64 `json:"sent_cost"`
 	CostRatio float64 `json:"cost_ratio"`
+	// The prefix model with a cache that never expires (time-blind,
+	// what replay measured before it knew time), and the requests that
+	// found the cache cold (expired; 0 when time-blind).
+	OrigBlindCost  float64 `json:"orig_blind_cost"`
+	SentBlindCost  float64 `json:"sent_blind_cost"`
+	BlindCostRatio float64 `json:"blind_cost_ratio"`
+	Cold           int     `json:"cold_requests"`
+	// ColdEvents counts the edit events sent at cold requests: they
+	// cost no cache write the client would not have paid anyway.
+	ColdEvents int `json:"cold_events"`
 	// The same when the cache hits only at breakpoints.
 	OrigBPCost  float64 `json:"orig_bp_cost"`
 	SentBPCost  float64 `json:"sent_bp_cost"`
@@ -138,6 +155,9 @@ type Summary struct {
 	SentUSD   float64 `json:"sent_usd"`
 	OrigBPUSD float64 `json:"orig_bp_usd"`
 	SentBPUSD float64 `json:"sent_bp_usd"`
+	// The same for the time-blind prefix model.
+	OrigBlindUSD float64 `json:"orig_blind_usd"`
+	SentBlindUSD float64 `json:"sent_blind_usd"`
 	// Events are edit events of the sent stream; OrigEvents breaks in the
 	// original stream (0 unless the transcript rewound); ReportedEvents
 	// the events the pipeline announced.
@@ -168,7 +188,7 @@ type Summary struct {
 	Recall *Recall `json:"recall,omitempty"`
 }
 
-func summarize(t Totals, usd [4]float64, compactions int) Summary {
+func summarize(t Totals, usd [6]float64, compactions int) Summary {
 	s := Summary{
 		Requests: t.Requests, OrigTokens: t.OrigTokens, SentTokens: t.SentTokens,
 		TokenRatio: Ratio(float64(t.SentTokens), float64(t.OrigTokens)),
@@ -176,6 +196,8 @@ func summarize(t Totals, usd [4]float64, compactions int) Summary {
 		OrigCost: t.OrigCost, SentCost: t.SentCost, CostRatio: Ratio(t.SentCost, t.OrigCost),
 		OrigBPCost: t.OrigBPCost, SentBPCost: t.SentBPCost, BPCostRatio: Ratio(t.SentBPCost, t.OrigBPCost),
 		OrigUSD: usd[0], SentUSD: usd[1], OrigBPUSD: usd[2], SentBPUSD: usd[3],
+		OrigBlindCost: t.OrigBlindCost, SentBlindCost: t.SentBlindCost, BlindCostRatio: Ratio(t.SentBlindCost, t.OrigBlindCost),
+		OrigBlindUSD: usd[4], SentBlindUSD: usd[5], Cold: t.Cold, ColdEvents: t.ColdEvents,
 		Events: t.Events, OrigEvents: t.OrigEvents, ReportedEvents: t.Reported,
 		Compactions: compactions, Invalid: t.Invalid, FailOpen: t.Failed,
 		Summaries: t.Summaries, SummaryIn: t.SummaryIn, SummaryOut: t.SummaryOut,
@@ -226,7 +248,7 @@ type SessionReport struct {
 	PerRequest []RequestReport `json:"per_request"`
 
 	totals Totals
-	usd    [4]float64
+	usd    [6]float64
 }
 
 // RequestReport is one request of a session.
@@ -240,6 +262,8 @@ type RequestReport struct {
 	SentBPCost float64 `json:"sent_bp_cost"`
 	OrigUSD    float64 `json:"orig_usd"`
 	SentUSD    float64 `json:"sent_usd"`
+	// Cold: the request came after its cache expired.
+	Cold bool `json:"cold,omitempty"`
 	// APIPrompt is the prompt size the API reported for the original
 	// request (input + cache creation + cache read), when recorded. It
 	// includes Claude Code's real system prompt and tools, which the
@@ -260,7 +284,7 @@ func (sr *SessionReport) fill(st *SessionStat, stream []Request, usage []*transc
 		rr := RequestReport{
 			Index: i, OrigTokens: r.OrigTokens, SentTokens: r.SentTokens,
 			OrigCost: r.OrigCost, SentCost: r.SentCost, OrigBPCost: r.OrigBPCost, SentBPCost: r.SentBPCost,
-			Event: r.Event, Summary: r.Summary != nil,
+			Event: r.Event, Summary: r.Summary != nil, Cold: r.Cold,
 		}
 		if r.Line > 0 {
 			sr.Line = r.Line
@@ -287,12 +311,18 @@ func (sr *SessionReport) fill(st *SessionStat, stream []Request, usage []*transc
 		}
 		if p, id, ok := prices.Lookup(r.Model); ok {
 			used[id] = p
-			rr.OrigUSD = p.Cost(r.OrigTokens, r.OrigRead)
-			rr.SentUSD = p.Cost(r.SentTokens, r.SentRead)
+			pt := p // the time-aware model's rates
+			if r.Extended {
+				pt = p.Extended()
+			}
+			rr.OrigUSD = pt.Cost(r.OrigTokens, r.OrigRead)
+			rr.SentUSD = pt.Cost(r.SentTokens, r.SentRead)
 			sr.usd[0] += rr.OrigUSD
 			sr.usd[1] += rr.SentUSD
-			sr.usd[2] += p.Cost(r.OrigTokens, r.OrigBPRead)
-			sr.usd[3] += p.Cost(r.SentTokens, r.SentBPRead)
+			sr.usd[2] += pt.Cost(r.OrigTokens, r.OrigBPRead)
+			sr.usd[3] += pt.Cost(r.SentTokens, r.SentBPRead)
+			sr.usd[4] += p.Cost(r.OrigTokens, r.OrigBlindRead)
+			sr.usd[5] += p.Cost(r.SentTokens, r.SentBlindRead)
 			if c := r.Summary; c != nil {
 				// The summarizer's call, at its own model's rates.
 				sp, sid, ok := prices.Lookup(c.Model)
@@ -303,6 +333,7 @@ func (sr *SessionReport) fill(st *SessionStat, stream []Request, usage []*transc
 				rr.SentUSD += usd
 				sr.usd[1] += usd
 				sr.usd[3] += usd
+				sr.usd[5] += usd
 			}
 		} else if r.Model == "" {
 			unpriced["(no model)"] = true
@@ -319,7 +350,7 @@ func (sr *SessionReport) fill(st *SessionStat, stream []Request, usage []*transc
 // finish computes the totals.
 func (r *Report) finish(acc *estimator.AccuracyReport, unpriced map[string]bool, used PriceTable) {
 	var t Totals
-	var usd [4]float64
+	var usd [6]float64
 	compactions := 0
 	r.Load = LoadStats{Repairs: map[string]int{}}
 	for i := range r.Sessions {
@@ -517,10 +548,20 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 	if protos["responses"] || protos["chat"] {
 		models = append(models, "OpenAI reads at the cached-input price, no write premium, automatic")
 	}
-	fmt.Fprintf(&b, "cache-aware cost: %.3f of the original (prefix cache: %s); %.3f with hits only at cache_control breakpoints (20-block lookback; OpenAI: as the prefix model)\n",
-		t.CostRatio, strings.Join(models, "; "), t.BPCostRatio)
-	fmt.Fprintf(&b, "money (prompt at list prices, output excluded): %s instead of %s (prefix model), %s instead of %s (breakpoint model)\n",
-		usd(t.SentUSD), usd(t.OrigUSD), usd(t.SentBPUSD), usd(t.OrigBPUSD))
+	switch r.CacheTTL {
+	case "never", "":
+		fmt.Fprintf(&b, "cache-aware cost: %.3f of the original, time-blind: the cache never expires (prefix cache: %s); %.3f with hits only at cache_control breakpoints (20-block lookback; OpenAI: as the prefix model)\n",
+			t.CostRatio, strings.Join(models, "; "), t.BPCostRatio)
+	default:
+		life := "each request's provider's lifetime: Anthropic 5 min (1 h with \"ttl\":\"1h\", writes 2x), OpenAI 5 min (24 h with prompt_cache_retention \"24h\")"
+		if r.CacheTTL != "provider" {
+			life = "every prefix lives " + r.CacheTTL + " after its last use"
+		}
+		fmt.Fprintf(&b, "cache-aware cost: %.3f of the original, time-aware (%s; %s of %s requests found the cache cold); %.3f if the cache never expired (prefix cache: %s); %.3f with hits only at cache_control breakpoints (20-block lookback; OpenAI: as the prefix model)\n",
+			t.CostRatio, life, stub.Commas(t.Cold), stub.Commas(t.Requests), t.BlindCostRatio, strings.Join(models, "; "), t.BPCostRatio)
+	}
+	fmt.Fprintf(&b, "money (prompt at list prices, output excluded): %s instead of %s (prefix model), %s instead of %s (breakpoint model), %s instead of %s (the cache never expiring)\n",
+		usd(t.SentUSD), usd(t.OrigUSD), usd(t.SentBPUSD), usd(t.OrigBPUSD), usd(t.SentBlindUSD), usd(t.OrigBlindUSD))
 	var pr []string
 	for _, m := range r.Prices.Models() {
 		p := r.Prices[m]
@@ -532,8 +573,8 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 	if len(r.Unpriced) > 0 {
 		fmt.Fprintf(&b, "  no price for %s: counted as $0 (add it with --prices)\n", strings.Join(r.Unpriced, ", "))
 	}
-	fmt.Fprintf(&b, "edit events: %d (announced by the pipeline: %d); breaks in the original streams: %d; client compactions: %d\n",
-		t.Events, t.ReportedEvents, t.OrigEvents, t.Compactions)
+	fmt.Fprintf(&b, "edit events: %d (announced by the pipeline: %d; at a cold cache: %d); breaks in the original streams: %d; client compactions: %d\n",
+		t.Events, t.ReportedEvents, t.ColdEvents, t.OrigEvents, t.Compactions)
 	fmt.Fprintf(&b, "validity: %d of %s sent requests invalid; %d forwarded unchanged after a pass failed\n", t.Invalid, stub.Commas(t.Requests), t.FailOpen)
 	if t.Summaries > 0 || r.Line > 0 {
 		fmt.Fprintf(&b, "compactions: %d (summarizer: %s input and %s output tokens, priced into the sent cost); events per request %.3f\n",

@@ -7,6 +7,9 @@ import (
 	"github.com/ctxguard/ctxguard/tools/validate/allow"
 	"path/filepath"
 	"slices"
+	"time"
+
+	pricing "github.com/ctxguard/ctxguard/dashboard/price"
 
 	"github.com/ctxguard/ctxguard"
 	"github.com/ctxguard/ctxguard/anthropic"
@@ -239,6 +242,13 @@ type RunOptions struct {
 	Build transcript.BuildOptions
 	// Prices prices the requests; nil uses DefaultPrices.
 	Prices PriceTable
+	// CacheTTL is how long the prompt cache keeps a prefix after its
+	// last use, against the requests' times (Options.Expiry): 0 the
+	// lifetime of each request's provider and model, extended when the
+	// request asks (model.Info.CacheTTL, price.ExtendedCache); a positive
+	// duration that lifetime for every request; NeverExpires the
+	// time-blind model.
+	CacheTTL time.Duration
 	// Progress, if set, is called after every request with the number of
 	// requests replayed so far and in all.
 	Progress func(done, total int)
@@ -266,7 +276,8 @@ func Run(sessions []*transcript.Session, opt RunOptions) (*Report, error) {
 	for _, s := range sessions {
 		total += s.Requests()
 	}
-	rep := &Report{Version: ReportVersion, Passes: slices.Clone(opt.Pipeline.Passes), Requests: total, Window: opt.Window, Line: opt.Line}
+	rep := &Report{Version: ReportVersion, Passes: slices.Clone(opt.Pipeline.Passes), Requests: total, Window: opt.Window, Line: opt.Line,
+		CacheTTL: FormatCacheTTL(opt.CacheTTL)}
 	if rep.Passes == nil {
 		rep.Passes = []string{}
 	}
@@ -305,6 +316,7 @@ func Run(sessions []*transcript.Session, opt RunOptions) (*Report, error) {
 					Protocol: proto,
 					Cache:    cacheModel(proto, sr.Model, prices),
 					Line:     opt.Line,
+					Expiry:   expiry(opt.CacheTTL),
 					SummaryCost: func(call SummaryCall, reqModel string) float64 {
 						return summaryCost(call, reqModel, prices)
 					},
@@ -352,7 +364,7 @@ func sessionStream(s *transcript.Session, opt transcript.BuildOptions) ([]Reques
 		if err != nil {
 			return nil, nil, err
 		}
-		req := Request{Body: r.Body, Reset: r.Reset, Model: r.Model}
+		req := Request{Body: r.Body, Reset: r.Reset, Model: r.Model, Time: r.Time}
 		switch {
 		case r.Message >= 0:
 			req.Answer = s.AppendJSON(nil, r.Message)
@@ -379,6 +391,51 @@ func cacheModel(proto protocol.Protocol, modelID string, prices PriceTable) Cach
 		read = p.CacheRead / p.Input
 	}
 	return OpenAICache(read)
+}
+
+// NeverExpires is the RunOptions.CacheTTL of the time-blind model.
+const NeverExpires time.Duration = -1
+
+// ParseCacheTTL reads replay's --cache-ttl: "provider" (or "") for each
+// provider's and request's own lifetime (0), "never" for the time-blind
+// model (NeverExpires), or a positive Go duration ("5m", "1h").
+func ParseCacheTTL(s string) (time.Duration, error) {
+	switch s {
+	case "", "provider":
+		return 0, nil
+	case "never":
+		return NeverExpires, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("cache TTL %q: want provider, never or a positive duration such as 5m", s)
+	}
+	return d, nil
+}
+
+// FormatCacheTTL is the inverse of ParseCacheTTL.
+func FormatCacheTTL(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "provider"
+	case d < 0:
+		return "never"
+	}
+	return d.String()
+}
+
+// expiry is Options.Expiry for a RunOptions.CacheTTL.
+func expiry(ttl time.Duration) func(Request) (time.Duration, bool) {
+	if ttl < 0 {
+		return nil
+	}
+	return func(r Request) (time.Duration, bool) {
+		ext := pricing.ExtendedCache(r.Body)
+		if ttl > 0 {
+			return ttl, ext
+		}
+		return model.Lookup(r.Model).CacheTTL(ext), ext
+	}
 }
 
 // newSessionReport fills what the transcript says about a session.

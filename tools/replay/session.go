@@ -26,6 +26,7 @@ import (
 
 	"bytes"
 	"fmt"
+	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/protocol"
@@ -128,6 +129,18 @@ type RequestStat struct {
 	// writes), for pricing at a model's own rates.
 	OrigRead, SentRead     int
 	OrigBPRead, SentBPRead int
+	// The costs and reads above are time-aware when Options.Expiry is
+	// set (a prefix the cache dropped is written again); the Blind
+	// figures are the prefix model's with a cache that never expires and
+	// 5-minute write prices, as replay measured before it knew time
+	// (replay --cache-ttl never gives them as the main figures).
+	OrigBlindCost, SentBlindCost float64
+	OrigBlindRead, SentBlindRead int
+	// Cold: the request came longer after the previous one than its
+	// cache lifetime (Options.Expiry), so it found every prefix gone,
+	// original and rewritten alike. Extended: it asked for the
+	// provider's extended lifetime, and its writes are priced as such.
+	Cold, Extended bool
 	// Event: the sent history is not a prefix extension of the previous
 	// sent request.
 	Event bool
@@ -187,14 +200,19 @@ type Totals struct {
 	PeakOrig, PeakSent     int
 	OrigCost, SentCost     float64
 	OrigBPCost, SentBPCost float64
-	Events, Invalid        int
-	OrigEvents             int // breaks in the original stream (should be 0)
-	Reported               int // events the rewriter announced
-	Failed                 int // requests forwarded unchanged after a pass failed
-	Summaries              int // compactions (requests carrying a new summary)
-	SummaryIn, SummaryOut  int // the summarizer's tokens
-	OverLine, OrigOverLine int // requests above Options.Line, sent and original
-	Quotes                 QuoteStats
+	// Time-blind costs (RequestStat's Blind fields) and the requests
+	// that found the cache cold.
+	OrigBlindCost, SentBlindCost float64
+	Cold                         int
+	ColdEvents                   int // edit events at cold requests
+	Events, Invalid              int
+	OrigEvents                   int // breaks in the original stream (should be 0)
+	Reported                     int // events the rewriter announced
+	Failed                       int // requests forwarded unchanged after a pass failed
+	Summaries                    int // compactions (requests carrying a new summary)
+	SummaryIn, SummaryOut        int // the summarizer's tokens
+	OverLine, OrigOverLine       int // requests above Options.Line, sent and original
+	Quotes                       QuoteStats
 	// Recall sums the fact recall of the compactions' summaries;
 	// Recalled counts the compactions measured.
 	Recall   Recall
@@ -223,6 +241,14 @@ func (t *Totals) add(r RequestStat) {
 	t.SentCost += r.SentCost
 	t.OrigBPCost += r.OrigBPCost
 	t.SentBPCost += r.SentBPCost
+	t.OrigBlindCost += r.OrigBlindCost
+	t.SentBlindCost += r.SentBlindCost
+	if r.Cold {
+		t.Cold++
+		if r.Event {
+			t.ColdEvents++
+		}
+	}
 	if r.Event {
 		t.Events++
 	}
@@ -279,6 +305,10 @@ func (t *Totals) Merge(o Totals) {
 	t.SentCost += o.SentCost
 	t.OrigBPCost += o.OrigBPCost
 	t.SentBPCost += o.SentBPCost
+	t.OrigBlindCost += o.OrigBlindCost
+	t.SentBlindCost += o.SentBlindCost
+	t.Cold += o.Cold
+	t.ColdEvents += o.ColdEvents
 	t.Events += o.Events
 	t.Invalid += o.Invalid
 	t.OrigEvents += o.OrigEvents
@@ -325,6 +355,14 @@ type Options struct {
 	// Line, if positive, is the overflow line (window − max output):
 	// requests estimated above it are counted (RequestStat.OverLine).
 	Line int
+	// Expiry, if set, makes the cost time-aware: it returns how long the
+	// provider keeps req's cached prefix after its last use, and whether
+	// req asked for the extended lifetime (priced at
+	// CacheModel.ExtendedWrite). A request more than ttl after the
+	// previous one reads nothing from the cache; the breakpoint model's
+	// entries expire one by one. Requests without a time (Request.Time)
+	// never find the cache cold. Nil: the cache never expires.
+	Expiry func(req Request) (ttl time.Duration, extended bool)
 	// SummaryCost prices a summarizer call in base-input-token units of
 	// the request's model; nil counts an input token as one unit and an
 	// output token as SummaryOutputWeight.
@@ -338,8 +376,10 @@ const SummaryOutputWeight = pricing.SummaryOutputWeight
 // CacheModel is how a provider bills a prompt's cached prefix, in
 // multiples of the model's base input price.
 type CacheModel struct {
-	// Read and Write are what a cache read and an uncached token cost.
-	Read, Write float64
+	// Read and Write are what a cache read and an uncached token cost;
+	// ExtendedWrite what an uncached token costs in a request that asked
+	// for the extended cache lifetime (0: Write).
+	Read, Write, ExtendedWrite float64
 	// Automatic is set for providers that cache every prefix by
 	// themselves (OpenAI): there are no breakpoints, so the breakpoint
 	// model bills what the prefix model bills.
@@ -347,8 +387,9 @@ type CacheModel struct {
 }
 
 // AnthropicCache is Anthropic's prompt caching: reads 0.1x, writes (the
-// 5-minute cache Claude Code uses) 1.25x, hits only at breakpoints.
-var AnthropicCache = CacheModel{Read: prompt.CacheRead, Write: prompt.CacheWrite}
+// 5-minute cache Claude Code uses) 1.25x, 1-hour writes 2x, hits only at
+// breakpoints.
+var AnthropicCache = CacheModel{Read: prompt.CacheRead, Write: prompt.CacheWrite, ExtendedWrite: 2}
 
 // OpenAICache is OpenAI's prompt caching for a model whose cached input
 // costs read times its input price: automatic, no write premium.
@@ -362,6 +403,9 @@ type Request struct {
 	Reset bool
 	// Model is the model the request names, for pricing; optional.
 	Model string
+	// Time is when the client sent the request (transcript.Request.Time);
+	// zero when unknown.
+	Time time.Time
 	// Answer is the assistant message this request produced, as JSON
 	// ({"role":"assistant","content":...}); optional. When set, quote
 	// retention is measured.
@@ -381,6 +425,7 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 	st := &SessionStat{Name: name}
 	var prevOrig, prevSent *prompt.Prompt
 	var bpOrig, bpSent prompt.BreakpointCache
+	var prevTime time.Time
 	quotes := newQuoteTracker(opt.Store)
 	proto := opt.Protocol
 	if proto == nil {
@@ -419,20 +464,36 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 			}
 			ps = prompt.FromConversation(cs)
 		}
+		var ttl time.Duration
+		var ext bool
+		if opt.Expiry != nil {
+			ttl, ext = opt.Expiry(req)
+		}
+		blindO, blindS := prompt.PrefixRead(prevOrig, po), prompt.PrefixRead(prevSent, ps)
 		r := RequestStat{
 			Model:     req.Model,
 			OrigBytes: len(body), SentBytes: len(sent),
 			OrigTokens: po.Tokens(), SentTokens: ps.Tokens(),
-			OrigRead: prompt.PrefixRead(prevOrig, po), SentRead: prompt.PrefixRead(prevSent, ps),
-			OrigBPRead: bpOrig.Read(po), SentBPRead: bpSent.Read(ps),
-			Reported: out.Reported, Failed: out.Failed, Line: out.Line,
+			OrigRead: blindO, SentRead: blindS, OrigBlindRead: blindO, SentBlindRead: blindS,
+			OrigBPRead: bpOrig.ReadAt(po, req.Time, ttl), SentBPRead: bpSent.ReadAt(ps, req.Time, ttl),
+			Reported: out.Reported, Failed: out.Failed, Line: out.Line, Extended: ext,
+		}
+		if prevOrig != nil && ttl > 0 && !req.Time.IsZero() && !prevTime.IsZero() && req.Time.Sub(prevTime) > ttl {
+			r.Cold = true
+			r.OrigRead, r.SentRead = 0, 0
 		}
 		if cm.Automatic {
 			r.OrigBPRead, r.SentBPRead = r.OrigRead, r.SentRead
 		}
-		price := func(p *prompt.Prompt, read int) float64 { return prompt.PricedAt(p, read, cm.Read, cm.Write) }
+		write := cm.Write
+		if ext && cm.ExtendedWrite > 0 {
+			write = cm.ExtendedWrite
+		}
+		price := func(p *prompt.Prompt, read int) float64 { return prompt.PricedAt(p, read, cm.Read, write) }
 		r.OrigCost, r.SentCost = price(po, r.OrigRead), price(ps, r.SentRead)
 		r.OrigBPCost, r.SentBPCost = price(po, r.OrigBPRead), price(ps, r.SentBPRead)
+		r.OrigBlindCost = prompt.PricedAt(po, blindO, cm.Read, cm.Write)
+		r.SentBlindCost = prompt.PricedAt(ps, blindS, cm.Read, cm.Write)
 		if out.Summary != nil {
 			r.Summary = out.Summary
 			r.SummaryCost = float64(out.Summary.In) + SummaryOutputWeight*float64(out.Summary.Out)
@@ -441,6 +502,7 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 			}
 			r.SentCost += r.SummaryCost
 			r.SentBPCost += r.SummaryCost
+			r.SentBlindCost += r.SummaryCost
 		}
 		if opt.Line > 0 {
 			r.OverLine, r.OrigOverLine = tokens.Estimate(sent) > opt.Line, tokens.Estimate(body) > opt.Line
@@ -475,6 +537,9 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 		}
 		st.Requests = append(st.Requests, r)
 		prevOrig, prevSent = po, ps
+		if !req.Time.IsZero() {
+			prevTime = req.Time
+		}
 		if opt.Progress != nil {
 			opt.Progress()
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // BuildOptions shape the requests a Builder makes.
@@ -44,6 +45,12 @@ type Request struct {
 	// Usage is the usage the API reported for the answer, nil if unknown.
 	Usage *Usage
 	Model string
+	// Time is when the client sent the request, as the transcript
+	// recorded it: the timestamp of the first record of the answer
+	// (Claude Code's assistant message, Codex's first output item), which
+	// follows the request by the model's latency; zero when unrecorded.
+	// A replay prices the prompt cache by it (the gaps between requests).
+	Time time.Time
 	// Reset is set on the first request of a history that restarted
 	// after a compaction: it does not extend the previous request.
 	Reset bool
@@ -149,7 +156,7 @@ func (b *Builder) Request(k int) (*Request, error) {
 	}
 	ai := b.asst[k]
 	first := b.start[ai]
-	r := &Request{Index: k, Message: ai, First: first, Usage: b.s.Messages[ai].Usage, Model: b.modelFor(ai)}
+	r := &Request{Index: k, Message: ai, First: first, Usage: b.s.Messages[ai].Usage, Model: b.modelFor(ai), Time: b.s.Messages[ai].Time}
 	r.Reset = k > 0 && b.start[b.asst[k-1]] != first
 	r.Body, r.Stable = b.build(first, ai, r.Model, true)
 	return r, nil

@@ -117,7 +117,7 @@ func (p *ccParser) line(lineNo int, line []byte) {
 	var (
 		typ, subtype, sessionID, agentID string
 		side, apiErr                     bool
-		msg                              span
+		msg, stamp                       span
 	)
 	it := jsonscan.Members(line, root)
 	for k, v, ok := it.NextMember(); ok; k, v, ok = it.NextMember() {
@@ -136,6 +136,8 @@ func (p *ccParser) line(lineNo int, line []byte) {
 			apiErr = string(v.Bytes(line)) == "true"
 		case jsonscan.KeyIs(line, k, "message"):
 			msg = v
+		case jsonscan.KeyIs(line, k, "timestamp"):
+			stamp = v
 		}
 	}
 	if side && p.opt.SkipSidechains {
@@ -194,7 +196,7 @@ func (p *ccParser) line(lineNo int, line []byte) {
 			st.Merged++
 		} else {
 			cs.s.Messages = append(cs.s.Messages, Message{Role: Assistant, Blocks: blocks, ID: id, Model: model,
-				Usage: usage, Line: lineNo, Reset: cs.pendingReset, Gaps: cs.pendingGap})
+				Usage: usage, Line: lineNo, Time: recordTime(line, stamp), Reset: cs.pendingReset, Gaps: cs.pendingGap})
 		}
 	} else {
 		blocks := contentBlocks(raw, content, st)
@@ -204,7 +206,7 @@ func (p *ccParser) line(lineNo int, line []byte) {
 			st.Merged++
 		} else {
 			cs.s.Messages = append(cs.s.Messages, Message{Role: User, Blocks: blocks, Line: lineNo,
-				Reset: cs.pendingReset, Gaps: cs.pendingGap})
+				Time: recordTime(line, stamp), Reset: cs.pendingReset, Gaps: cs.pendingGap})
 		}
 	}
 	if st.Repairs.Total() != repairsBefore {

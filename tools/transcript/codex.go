@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 )
@@ -80,8 +81,10 @@ type CodexTurn struct {
 	Usage *Usage
 	// Reset marks the first request after a compaction.
 	Reset bool
-	// Line is the line of the request's first output item.
+	// Line is the line of the request's first output item, Time its
+	// record's timestamp (zero when it has none).
 	Line int
+	Time time.Time
 	// Compaction marks the request Codex sent to compact the history
 	// itself (local compaction): its answer, an assistant message, is the
 	// summary, and a compacted record follows it at once. The rollout
@@ -102,12 +105,14 @@ type CodexSession struct {
 type codexParser struct {
 	s        *Session
 	cx       *CodexSession
-	start    int    // start of the current history in Items
-	run      int    // index of the first item of the open output run, -1 if none
-	runLine  int    // its line
-	reset    bool   // a compaction since the last request
-	lastTot  []byte // total_token_usage of the last token_count
-	model    string // from the last turn_context
+	start    int // start of the current history in Items
+	run      int // index of the first item of the open output run, -1 if none
+	runLine  int // its line
+	runTime  time.Time
+	stamp    time.Time // the timestamp of the record being read
+	reset    bool      // a compaction since the last request
+	lastTot  []byte    // total_token_usage of the last token_count
+	model    string    // from the last turn_context
 	effort   string
 	turnID   string
 	usageFor int // index in Turns of the last request, while it has no usage; -1 otherwise
@@ -143,6 +148,7 @@ func (p *codexParser) line(lineNo int, line []byte) {
 		return
 	}
 	typ := str(line, member(line, "type"))
+	p.stamp = recordTime(line, member(line, "timestamp"))
 	pl := member(line, "payload")
 	if jsonscan.KindOf(line, pl) != jsonscan.Object {
 		st.Ignored++
@@ -206,7 +212,7 @@ func (p *codexParser) item(lineNo int, payload []byte) {
 	it.Line = lineNo
 	if it.Output {
 		if p.run < 0 {
-			p.run, p.runLine = len(p.cx.Items), lineNo
+			p.run, p.runLine, p.runTime = len(p.cx.Items), lineNo, p.stamp
 		}
 	} else {
 		p.closeRun(nil) // the usage that follows, if any, is this request's
@@ -247,7 +253,7 @@ func (p *codexParser) closeRun(u *Usage) {
 		return
 	}
 	t := CodexTurn{Start: p.start, End: p.run, Out: len(p.cx.Items), Model: p.model, Effort: p.effort,
-		TurnID: p.turnID, Usage: u, Reset: p.reset && len(p.cx.Turns) > 0, Line: p.runLine}
+		TurnID: p.turnID, Usage: u, Reset: p.reset && len(p.cx.Turns) > 0, Line: p.runLine, Time: p.runTime}
 	p.cx.Turns = append(p.cx.Turns, t)
 	p.run, p.reset = -1, false
 	p.usageFor = -1

@@ -76,7 +76,7 @@ func (b *codexBuilder) modelFor(t *CodexTurn) string {
 
 func (b *codexBuilder) request(k int) *Request {
 	t := &b.cx.Turns[k]
-	r := &Request{Index: k, Message: -1, First: t.Start, Usage: t.Usage, Model: b.modelFor(t), Reset: t.Reset}
+	r := &Request{Index: k, Message: -1, First: t.Start, Usage: t.Usage, Model: b.modelFor(t), Reset: t.Reset, Time: t.Time}
 	r.Body, r.Stable = b.build(t, r.Model)
 	return r
 }

@@ -146,7 +146,7 @@ func newOAIRenderer(b *Builder, proto string) (*oaiRenderer, error) {
 func (r *oaiRenderer) request(k int, maxTokens int) *Request {
 	ai := r.asst[k]
 	first := r.start[ai]
-	req := &Request{Index: k, Message: ai, First: first, Usage: r.s.Messages[ai].Usage, Model: r.model(ai)}
+	req := &Request{Index: k, Message: ai, First: first, Usage: r.s.Messages[ai].Usage, Model: r.model(ai), Time: r.s.Messages[ai].Time}
 	req.Reset = k > 0 && r.start[r.asst[k-1]] != first
 	body := []byte(`{"model":`)
 	body = jsonscan.AppendQuote(body, req.Model)

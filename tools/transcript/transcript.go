@@ -102,6 +102,8 @@
 package transcript
 
 import (
+	"github.com/ctxguard/ctxguard/internal/jsonscan"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -110,6 +112,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Format is the kind of file a session came from.
@@ -184,6 +187,9 @@ type Message struct {
 	// Line is the 1-based line (JSONL) or history index (traj) of the
 	// message's first record; 0 for messages a repair inserted.
 	Line int
+	// Time is the "timestamp" of the message's first record (Claude
+	// Code); zero when the transcript has none.
+	Time time.Time
 	// Reset marks the first message after a compaction boundary: the
 	// client's history restarts here.
 	Reset bool
@@ -369,4 +375,14 @@ var errNotTraj = errors.New("not a SWE-agent trajectory: no history array")
 func baseName(path string) string {
 	b := filepath.Base(path)
 	return strings.TrimSuffix(b, filepath.Ext(b))
+}
+
+// recordTime parses a record's "timestamp" (RFC 3339, as Claude Code and
+// Codex write it); zero when it is missing or malformed.
+func recordTime(raw []byte, s jsonscan.Span) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, str(raw, s))
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }

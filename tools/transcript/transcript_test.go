@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxguard/ctxguard/internal/shareddata"
 
@@ -752,5 +753,69 @@ func TestRealSessions(t *testing.T) {
 	t.Logf("%d sessions, %d requests rebuilt", len(ss), requests)
 	if requests < least {
 		t.Errorf("only %d requests", requests)
+	}
+}
+
+// TestRequestTimes checks that a request carries the timestamp of the
+// first record of the answer it produced, for Claude Code transcripts and
+// Codex rollouts, and zero where the transcript has none.
+func TestRequestTimes(t *testing.T) {
+	at := func(line, ts string) string {
+		if ts == "" {
+			return line
+		}
+		return `{"timestamp":"` + ts + `",` + line[1:]
+	}
+	ms := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	cc := jsonl(
+		at(u(str1("hi")), "2026-01-17T04:01:13.646Z"),
+		at(a("m1", think("x", "s")), "2026-01-17T04:01:15.000Z"),
+		at(a("m1", tu("t1")), "2026-01-17T04:01:16.500Z"), // merged: the first record's time stays
+		at(u(arr(tr("t1", "ok"))), "2026-01-17T04:01:17Z"),
+		at(a("m2", txt("done")), "2026-01-17T04:09:00.250Z"),
+		u(str1("again")),
+		a("m3", txt("no time")),
+		at(u(str1("bad")), "yesterday"),
+		at(a("m4", txt("bad time")), "not a time"),
+	)
+	meta := `{"timestamp":"2025-10-05T03:31:16.002Z","type":"session_meta","payload":{"id":"th"}}`
+	user := `{"timestamp":"2025-10-05T03:31:20Z","type":"response_item","payload":{"type":"message","role":"user","content":[]}}`
+	rs := `{"timestamp":"2025-10-05T03:31:25.5Z","type":"response_item","payload":{"type":"reasoning","summary":[]}}`
+	msg := `{"timestamp":"2025-10-05T03:31:26Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[]}}`
+	user2 := `{"timestamp":"2025-10-05T04:00:00Z","type":"response_item","payload":{"type":"message","role":"user","content":[]}}`
+	msg2 := `{"type":"response_item","payload":{"type":"message","role":"assistant","content":[]}}`
+	cx := jsonl(meta, user, rs, msg, user2, msg2)
+	cases := []struct {
+		name string
+		s    *Session
+		want []time.Time
+	}{
+		{"claude-code", parseOne(t, cc), []time.Time{ms("2026-01-17T04:01:15Z"), ms("2026-01-17T04:09:00.25Z"), {}, {}}},
+		{"codex", ParseCodex(cx, "rollout-x.jsonl"), []time.Time{ms("2025-10-05T03:31:25.5Z"), {}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := NewBuilder(c.s, BuildOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []time.Time
+			for k := range b.Len() {
+				r, err := b.Request(k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, r.Time)
+			}
+			if d := cmp.Diff(c.want, got); d != "" {
+				t.Errorf("request times (-want +got):\n%s", d)
+			}
+		})
 	}
 }

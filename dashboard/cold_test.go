@@ -1,0 +1,105 @@
+package dashboard
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/record"
+)
+
+// TestColdCache: the tokens saved by a request that arrived after its
+// session's cache expired are priced at the cache-write rate ($2 per
+// MTok for m1), the others at the read rate ($0.50). Arrival times are
+// the records' Start; the lifetime is the model registry's (m1 is
+// unknown: Anthropic's 5 minutes; the OpenAI entry: in memory, 5
+// minutes) unless the usage shows cache reads. Expected dollars by hand:
+// 1,000 tokens warm 0.0005, 2,000 cold 0.004.
+func TestColdCache(t *testing.T) {
+	type step struct {
+		session string
+		start   time.Time
+		before  int
+		after   int
+		reads   int // cache reads in the usage; 0: no usage
+	}
+	type got struct {
+		Cold  bool
+		Saved float64
+	}
+	t0 := at(12, 0)
+	for _, tc := range []struct {
+		name  string
+		model func(string) model.Info // Options.Model
+		steps []step
+		want  []got
+	}{
+		{"registry default: 5 minutes", nil, []step{
+			{"h:a", t0, 4000, 4000, 0},
+			{"h:a", t0.Add(5 * time.Minute), 4000, 3000, 0},              // exactly the lifetime: warm
+			{"h:a", t0.Add(10*time.Minute + time.Second), 5000, 3000, 0}, // 5m1s: cold
+			{"h:b", t0.Add(time.Hour), 4000, 3000, 0},                    // a session's first request is not cold
+			{"h:a", t0.Add(11 * time.Minute), 4000, 3000, 0},             // a minute after the cold one: warm
+		}, []got{{false, 0}, {false, 0.0005}, {true, 0.004}, {false, 0.0005}, {false, 0.0005}}},
+		{"cache reads in the usage: warm after a long gap", nil, []step{
+			{"h:a", t0, 4000, 4000, 0},
+			{"h:a", t0.Add(30 * time.Minute), 4000, 3000, 100},
+		}, []got{{false, 0}, {false, 0.0005}}},
+		{"the registry's entry for the model (OpenAI in memory)", func(string) model.Info { return model.Lookup("gpt-5.2") }, []step{
+			{"h:a", t0, 4000, 4000, 0},
+			{"h:a", t0.Add(4 * time.Minute), 4000, 3000, 0},
+			{"h:a", t0.Add(10 * time.Minute), 5000, 3000, 0},
+		}, []got{{false, 0}, {false, 0.0005}, {true, 0.004}}},
+		{"no arrival time: warm", nil, []step{
+			{"h:a", time.Time{}, 4000, 4000, 0},
+			{"h:a", time.Time{}, 4000, 3000, 0},
+		}, []got{{false, 0}, {false, 0.0005}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := New(Options{Now: newClock(t0).Now, Prices: prices, Model: tc.model})
+			var xs []*record.Exchange
+			for _, s := range tc.steps {
+				x := ex(s.session, s.before, s.after)
+				x.Start = s.start
+				if s.reads > 0 {
+					x.Usage = usage(0, s.reads, 0)
+				}
+				xs = append(xs, x)
+			}
+			feed(d, xs...)
+			var all []got
+			for i, x := range xs {
+				// The request page prices it the same way.
+				r, err := d.Request(x.Seq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, got{r.Cold, r.SavedUSD})
+				if x.Usage != nil && r.SpentUSD != 100*0.5/1e6 {
+					t.Errorf("step %d: spent %v: the bill is the usage's, whatever the clock", i, r.SpentUSD)
+				}
+			}
+			if d := cmp.Diff(tc.want, all, approx()); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+			var sd SessionDetail
+			getJSON(t, d.Handler(), "/ctxguard/api/session/h:a", http.StatusOK, &sd)
+			var fromAPI []got
+			for _, p := range sd.Points {
+				fromAPI = append(fromAPI, got{p.Cold, p.SavedUSD})
+			}
+			var wantA []got
+			for i, s := range tc.steps {
+				if s.session == "h:a" {
+					wantA = append(wantA, tc.want[i])
+				}
+			}
+			if d := cmp.Diff(wantA, fromAPI, approx()); d != "" {
+				t.Errorf("session points (-want +got):\n%s", d)
+			}
+		})
+	}
+}
