@@ -17,10 +17,10 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/store/storetest"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
 )
 
 // blobConfig clears and persists early (without compression, which

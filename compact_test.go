@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/internal/shareddata"
-	"github.com/ctxguard/ctxguard/transcript"
+	"github.com/ctxguard/ctxguard/tools/estimator"
+	"github.com/ctxguard/ctxguard/tools/transcript"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -19,8 +20,6 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
-	"github.com/ctxguard/ctxguard/internal/prompt"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
@@ -29,6 +28,8 @@ import (
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/store/storetest"
 	"github.com/ctxguard/ctxguard/tokens"
+	"github.com/ctxguard/ctxguard/tools/prompt"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
 )
 
 // smallWindow is a configuration whose model has a small window, so that
@@ -465,7 +466,7 @@ func BenchmarkCompactionSwap(b *testing.B) {
 }
 
 // extends reports whether sent body b extends sent body a as the prompt
-// cache sees them (internal/prompt), in protocol p.
+// cache sees them (tools/prompt), in protocol p.
 func extends(t *testing.T, p protocol.Protocol, a, b []byte) bool {
 	t.Helper()
 	ca, err := p.Parse(a)
@@ -619,7 +620,7 @@ func TestMarginCoversEstimator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep := tokens.Accuracy(ss, tokens.AccuracyOptions{})
+		rep := estimator.Accuracy(ss, estimator.AccuracyOptions{})
 		agg := rep.Estimate.Growth.Aggregate
 		t.Logf("%s: aggregate growth error %+.1f%% over %d pairs; margin %.0f%%", kind, 100*agg, rep.Pairs, 100*compact.Margin)
 		if rep.Pairs < 100 {

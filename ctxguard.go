@@ -49,7 +49,6 @@ import (
 	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
-	"github.com/ctxguard/ctxguard/validate"
 )
 
 // BypassHeader, set to 1 on a request, makes ctxguard forward it untouched.
@@ -976,24 +975,6 @@ func (j *janitor) tick(g *Guard, now time.Time) {
 		j.released = true
 		g.log.Debug("idle: memory handed back", "memo_bytes_freed", freed)
 	}
-}
-
-// Allowed returns what a rewrite under cfg may change besides tool results,
-// in the validator's terms: tests and replays check every rewritten
-// request with validate.Rewrite(orig, sent, Allowed(cfg)).
-func Allowed(cfg config.Config) validate.Options {
-	c := cfg.Clear
-	o := validate.Options{AllowTopLevel: []string{"thinking"}} // the binding setting
-	if c.Enabled {
-		o.AllowInputEdits = len(c.ClearInputs) > 0
-		o.AllowThinkingRemoval = c.Thinking
-		o.AllowCacheMarkers = c.CacheMarker
-		o.AllowMessageRemoval = c.Trim.Enabled
-		o.AllowRoundTrimming = c.Trim.Enabled
-	}
-	o.AllowCompaction = cfg.Compact.Enabled
-	o.AllowThinkingRemoval = o.AllowThinkingRemoval || cfg.ThinkingGuard.Enabled
-	return o
 }
 
 // clientCompactPrompt starts the request Claude Code sends to have its own

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ctxguard/ctxguard/tools/validate/allow"
 	"io"
 	"log/slog"
 	"math"
@@ -29,7 +30,6 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
@@ -37,8 +37,9 @@ import (
 	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/record"
 	"github.com/ctxguard/ctxguard/store"
-	"github.com/ctxguard/ctxguard/transcript"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
+	"github.com/ctxguard/ctxguard/tools/transcript"
+	"github.com/ctxguard/ctxguard/tools/validate"
 )
 
 // allOff returns the defaults with every rule switched off.
@@ -71,7 +72,7 @@ type stream struct {
 
 // corpus returns, by name, the fidelity bodies, the real clients' captured
 // requests of every protocol (Claude Code, Codex CLI, opencode), and the
-// request streams rebuilt from the real sessions in transcript/testdata.
+// request streams rebuilt from the real sessions in tools/transcript/testdata.
 func corpus(t testing.TB) map[string]stream {
 	t.Helper()
 	out := map[string]stream{}
@@ -111,7 +112,7 @@ func corpus(t testing.TB) map[string]stream {
 			out[name] = st
 		}
 	}
-	sessions, err := transcript.Load([]string{"transcript/testdata/claude-code", "transcript/testdata/swe-agent"}, transcript.Options{})
+	sessions, err := transcript.Load([]string{"tools/transcript/testdata/claude-code", "tools/transcript/testdata/swe-agent"}, transcript.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func TestFidelityAllOff(t *testing.T) {
 func validRewrite(p protocol.Protocol, cfg config.Config, orig, sent []byte) error {
 	switch p {
 	case anthropic.Protocol:
-		return validate.Rewrite(orig, sent, Allowed(cfg))
+		return validate.Rewrite(orig, sent, allow.For(cfg))
 	case responses.Protocol:
 		return responses.ValidateRewrite(orig, sent)
 	case chat.Protocol:

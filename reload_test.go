@@ -15,10 +15,10 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/record"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
 )
 
 // TestReload: a valid configuration takes effect for the next request

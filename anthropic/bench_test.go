@@ -4,14 +4,14 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ctxguard/ctxguard/transcript"
+	"github.com/ctxguard/ctxguard/tools/transcript"
 )
 
 // claudeCodeBody returns a Claude Code-shaped request of at least n bytes
 // rebuilt from a real session in transcript's testdata.
 func claudeCodeBody(tb testing.TB, n int) []byte {
 	tb.Helper()
-	ss, err := transcript.Load([]string{"../transcript/testdata/claude-code", "../transcript/testdata/swe-agent"}, transcript.Options{})
+	ss, err := transcript.Load([]string{"../tools/transcript/testdata/claude-code", "../tools/transcript/testdata/swe-agent"}, transcript.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/transcript"
+	"github.com/ctxguard/ctxguard/tools/transcript"
 )
 
 // equalParse checks that ParseAfter(b, prev, Stable(prev, b)) gives what
@@ -32,7 +32,7 @@ func equalParse(t *testing.T, prev *conversation.Conversation, b []byte) int {
 }
 
 func TestParseAfter(t *testing.T) {
-	sessions, err := transcript.Load([]string{"../transcript/testdata/claude-code", "../transcript/testdata/swe-agent"}, transcript.Options{})
+	sessions, err := transcript.Load([]string{"../tools/transcript/testdata/claude-code", "../tools/transcript/testdata/swe-agent"}, transcript.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

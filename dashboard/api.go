@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ctxguard/ctxguard/dashboard/price"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/record"
-	"github.com/ctxguard/ctxguard/replay/price"
 )
 
 // Prefix is the path the handler serves under. It expects whole paths

@@ -3,7 +3,7 @@ package dashboard
 import (
 	"net/http"
 
-	"github.com/ctxguard/ctxguard/replay/chart"
+	"github.com/ctxguard/ctxguard/dashboard/chart"
 )
 
 // serveChart draws a session's chart as replay draws one (package chart;

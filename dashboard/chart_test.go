@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/ctxguard/ctxguard/dashboard/chart"
 	"github.com/ctxguard/ctxguard/record"
-	"github.com/ctxguard/ctxguard/replay/chart"
 )
 
 // getChart GETs a session's chart and reads it back.

@@ -49,10 +49,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ctxguard/ctxguard/dashboard/price"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/record"
-	"github.com/ctxguard/ctxguard/replay/price"
 	"github.com/ctxguard/ctxguard/store"
 )
 

@@ -16,10 +16,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/ctxguard/ctxguard/dashboard/price"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/record"
-	"github.com/ctxguard/ctxguard/replay/price"
 )
 
 // clock is a settable test clock.

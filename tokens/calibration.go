@@ -45,7 +45,7 @@ type Calibration struct {
 	byModel  map[string]*calState
 	gen      uint64                  // counts accepted growth pairs, for the family cache
 	families map[string]familyFit    // growth fit of each family's pooled pairs
-	sessions map[string]*growthTrack // previous request of each session (bounded)
+	sessions map[string]*GrowthTrack // previous request of each session (bounded)
 	seq      uint64                  // last use of a session, for eviction
 }
 
@@ -216,17 +216,17 @@ func (c *Calibration) ObserveSession(session, modelID string, estimated, actual 
 	t := c.sessions[session]
 	if t == nil {
 		if c.sessions == nil {
-			c.sessions = map[string]*growthTrack{}
+			c.sessions = map[string]*GrowthTrack{}
 		}
 		if len(c.sessions) >= CalibrationSessions {
 			c.evictLocked()
 		}
-		t = &growthTrack{}
+		t = &GrowthTrack{}
 		c.sessions[session] = t
 	}
 	c.seq++
 	t.used = c.seq
-	if de, da, why := t.next(key, estimated, actual); why == growthOK && de >= CalibrationMinEstimate && da > 0 {
+	if de, da, why := t.Next(key, estimated, actual); why == GrowthOK && de >= CalibrationMinEstimate && da > 0 {
 		ok = c.growthLocked(key, de, da) || ok
 	}
 	return ok
@@ -244,21 +244,21 @@ func (c *Calibration) evictLocked() {
 	delete(c.sessions, oldest)
 }
 
-// growthSkip says why a request's growth is not compared.
-type growthSkip uint8
+// GrowthSkip says why a request's growth is not compared.
+type GrowthSkip uint8
 
 const (
-	growthOK      growthSkip = iota
-	growthFirst              // no previous request (of the same model)
-	growthShrank             // the estimate shrank: the history was cut
-	growthDrop               // the real prompt shrank although the estimate did not
-	growthOffPeak            // the previous request was below the history's largest
+	GrowthOK      GrowthSkip = iota
+	GrowthFirst              // no previous request (of the same model)
+	GrowthShrank             // the estimate shrank: the history was cut
+	GrowthDrop               // the real prompt shrank although the estimate did not
+	GrowthOffPeak            // the previous request was below the history's largest
 )
 
-// growthTrack follows the requests of one session: the previous one and
+// GrowthTrack follows the requests of one session: the previous one and
 // the largest real prompt since the history was last cut. The rules are
 // ObserveSession's; Accuracy measures with the same ones.
-type growthTrack struct {
+type GrowthTrack struct {
 	model    string
 	est, act int
 	peak     int
@@ -268,25 +268,25 @@ type growthTrack struct {
 
 // next records a request and returns the growth since the previous one
 // and whether it is comparable.
-func (t *growthTrack) next(key string, est, act int) (dEst, dAct int, why growthSkip) {
+func (t *GrowthTrack) Next(key string, est, act int) (dEst, dAct int, why GrowthSkip) {
 	prev := *t
 	t.model, t.est, t.act, t.started = key, est, act, true
 	switch {
 	case !prev.started || prev.model != key:
 		t.peak = act
-		return 0, 0, growthFirst
+		return 0, 0, GrowthFirst
 	case est < prev.est:
 		t.peak = act
-		return 0, 0, growthShrank
+		return 0, 0, GrowthShrank
 	}
 	t.peak = max(prev.peak, act)
 	switch {
 	case act < prev.act:
-		return 0, 0, growthDrop
+		return 0, 0, GrowthDrop
 	case prev.act < prev.peak:
-		return 0, 0, growthOffPeak
+		return 0, 0, GrowthOffPeak
 	}
-	return est - prev.est, act - prev.act, growthOK
+	return est - prev.est, act - prev.act, GrowthOK
 }
 
 // Factor returns actual/estimated for modelID, clamped to [0.5, 2]: the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/internal/shareddata"
 
-	"github.com/ctxguard/ctxguard/transcript"
+	"github.com/ctxguard/ctxguard/tools/transcript"
 )
 
 // loadReal loads the real Claude Code sessions of the shared data.
@@ -125,7 +125,7 @@ func huber(ps []fitPair) []float64 {
 			res[k], abs[k] = e, math.Abs(e)
 		}
 		slices.Sort(abs)
-		s := quantile(abs, 0.5)/0.6745 + 1e-9
+		s := (abs[(len(abs)-1)/2]+abs[len(abs)/2])/2/0.6745 + 1e-9 // the median absolute residual
 		for k := range ps {
 			if a := math.Abs(res[k]); a > 1.345*s {
 				wts[k] = 1.345 * s / a

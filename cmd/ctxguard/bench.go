@@ -10,10 +10,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ctxguard/ctxguard/internal/loadtest"
+	"github.com/ctxguard/ctxguard/tools/loadtest"
 )
 
-// bench runs the overhead benchmark (internal/loadtest) and prints its
+// bench runs the overhead benchmark (tools/loadtest) and prints its
 // report on stdout: as text, with --json as JSON, with --benchfmt in the
 // Go benchmark format for benchstat. Progress goes to stderr. Unless both
 // --ctxguard-bin and --passthrough-bin are given, it must run inside the
@@ -43,11 +43,11 @@ func bench(args []string, stdout, stderr io.Writer) error {
 	idleWait := fs.Duration("idle-wait", 0, "after the run, wait this long sending nothing and measure ctxguard's RSS again (e.g. 6m: past limits.session_idle)")
 	delay := fs.Duration("upstream-delay", 0, "fake upstream's delay before its response headers")
 	eventDelay := fs.Duration("event-delay", 0, "fake upstream's delay between SSE events")
-	sessions := fs.String("sessions", "", "comma-separated transcript files or folders (default: shared/data/claude-code beside the module, else transcript/testdata/claude-code)")
+	sessions := fs.String("sessions", "", "comma-separated transcript files or folders (default: shared/data/claude-code beside the module, else tools/transcript/testdata/claude-code)")
 	session := fs.String("session", "", "session ID prefix to build bodies from (default: the largest)")
 	root := fs.String("root", "", "module root (default: found from the working directory)")
 	ctBin := fs.String("ctxguard-bin", "", "prebuilt ctxguard binary (with --passthrough-bin; default: build from the module)")
-	ptBin := fs.String("passthrough-bin", "", "prebuilt passthrough binary (internal/loadtest/cmd/passthrough)")
+	ptBin := fs.String("passthrough-bin", "", "prebuilt passthrough binary (tools/loadtest/cmd/passthrough)")
 	ctEnv := fs.String("ctxguard-env", "", "comma-separated KEY=VALUE added to ctxguard's environment only (e.g. GOGC=200)")
 	ctN := fs.Int("ctxguard-instances", 1, "ctxguard serve processes with the same configuration, sent requests round robin (name a shared store with --ctxguard-config)")
 	ctCfg := fs.String("ctxguard-config", "", "a YAML file appended to ctxguard's configuration (every pass on), e.g. to turn the dashboard and metrics off")

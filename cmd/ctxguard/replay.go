@@ -11,8 +11,8 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
-	replaypkg "github.com/ctxguard/ctxguard/replay"
-	"github.com/ctxguard/ctxguard/transcript"
+	replaypkg "github.com/ctxguard/ctxguard/tools/replay"
+	"github.com/ctxguard/ctxguard/tools/transcript"
 )
 
 const replayUsage = `usage: ctxguard replay [flags] [PATH...]

@@ -9,13 +9,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ctxguard/ctxguard/replay/chart"
+	"github.com/ctxguard/ctxguard/dashboard/chart"
 )
 
 // The transcripts of package transcript's tests.
 const (
-	ccDir  = "../../transcript/testdata/claude-code"
-	sweDir = "../../transcript/testdata/swe-agent"
+	ccDir  = "../../tools/transcript/testdata/claude-code"
+	sweDir = "../../tools/transcript/testdata/swe-agent"
 )
 
 func runArgs(t *testing.T, tty bool, args ...string) (stdout, stderr string, err error) {
@@ -272,7 +272,7 @@ func TestReplayErrors(t *testing.T) {
 // A folder of Codex rollouts is found and replayed as Responses API
 // requests, priced at OpenAI's rates.
 func TestReplayCodex(t *testing.T) {
-	out, errOut, err := runArgs(t, false, "--json", "../../transcript/testdata/codex")
+	out, errOut, err := runArgs(t, false, "--json", "../../tools/transcript/testdata/codex")
 	if err != nil {
 		t.Fatal(err, errOut)
 	}

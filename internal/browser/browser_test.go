@@ -28,10 +28,10 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/dashboard"
+	"github.com/ctxguard/ctxguard/dashboard/chart"
 	"github.com/ctxguard/ctxguard/internal/testtool"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/openaitest"
-	"github.com/ctxguard/ctxguard/replay/chart"
 )
 
 // The client's credentials: recognisable, so that the test can show

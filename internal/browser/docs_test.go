@@ -16,9 +16,9 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/dashboard"
-	"github.com/ctxguard/ctxguard/internal/prompt"
 	"github.com/ctxguard/ctxguard/internal/shareddata"
-	"github.com/ctxguard/ctxguard/transcript"
+	"github.com/ctxguard/ctxguard/tools/prompt"
+	"github.com/ctxguard/ctxguard/tools/transcript"
 )
 
 // docsSession is the real Claude Code session the README's picture

@@ -32,7 +32,7 @@ import (
 	"github.com/ctxguard/ctxguard/internal/module"
 	"github.com/ctxguard/ctxguard/internal/procs"
 	"github.com/ctxguard/ctxguard/proxy"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/validate"
 )
 
 // claudeVersion is the Claude Code release the test pins, so the wire

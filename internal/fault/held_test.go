@@ -20,7 +20,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/internal/procs"
 	"github.com/ctxguard/ctxguard/internal/shareddata"
-	"github.com/ctxguard/ctxguard/transcript"
+	"github.com/ctxguard/ctxguard/tools/transcript"
 )
 
 // The cases in this file held before the safety review; they stay here so

@@ -31,7 +31,7 @@ import (
 	"github.com/ctxguard/ctxguard/openai/openaitest"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/store/redis/redistest"
-	"github.com/ctxguard/ctxguard/transcript"
+	"github.com/ctxguard/ctxguard/tools/transcript"
 )
 
 // publicURL is what every instance's stubs name: the balancer's address.

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	check "github.com/ctxguard/ctxguard/validate"
+	check "github.com/ctxguard/ctxguard/tools/validate"
 
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 )

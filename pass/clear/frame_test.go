@@ -5,13 +5,13 @@ import (
 	"testing"
 
 	"github.com/ctxguard/ctxguard/anthropic"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
 )
 
 // TestFrame: the sizes the pass tells later passes (what compaction

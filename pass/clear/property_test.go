@@ -1,8 +1,8 @@
 package clear
 
 // Property tests: the proof that the clearing pass keeps its contract on
-// whole sessions, generated (internal/sessiongen) and real
-// (transcript/testdata). Every request of a session goes through
+// whole sessions, generated (tools/sessiongen) and real
+// (tools/transcript/testdata). Every request of a session goes through
 //
 //   - a fresh pass with an empty store (a new process: a restart, or a
 //     second instance), and
@@ -62,7 +62,7 @@ package clear
 
 import (
 	"context"
-	"github.com/ctxguard/ctxguard/internal/prompt"
+	"github.com/ctxguard/ctxguard/tools/prompt"
 
 	"bytes"
 	"encoding/json"
@@ -78,13 +78,13 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
-	"github.com/ctxguard/ctxguard/transcript"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
+	"github.com/ctxguard/ctxguard/tools/transcript"
+	"github.com/ctxguard/ctxguard/tools/validate"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -988,9 +988,9 @@ func TestPropertiesLongSessions(t *testing.T) {
 }
 
 // TestPropertiesReal checks every property on the real Claude Code
-// sessions in transcript/testdata (and in $CTXGUARD_SESSIONS).
+// sessions in tools/transcript/testdata (and in $CTXGUARD_SESSIONS).
 func TestPropertiesReal(t *testing.T) {
-	dirs := []string{"../../transcript/testdata/claude-code"}
+	dirs := []string{"../../tools/transcript/testdata/claude-code"}
 	if d := os.Getenv("CTXGUARD_SESSIONS"); d != "" {
 		dirs = append(dirs, d)
 	}

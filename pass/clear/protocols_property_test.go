@@ -1,7 +1,7 @@
 package clear
 
 // The properties of property_test.go over the conversations of every
-// protocol: the same generated sessions (internal/sessiongen) rendered as
+// protocol: the same generated sessions (tools/sessiongen) rendered as
 // Anthropic Messages, OpenAI Responses and OpenAI Chat Completions
 // requests (transcript.BuildOptions.Protocol), parsed by the protocol's
 // adapter, rewritten by the pipeline and the clearing pass (trimming
@@ -33,12 +33,12 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/protocol"
-	"github.com/ctxguard/ctxguard/transcript"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
+	"github.com/ctxguard/ctxguard/tools/transcript"
+	"github.com/ctxguard/ctxguard/tools/validate"
 )
 
 // wire is one protocol the properties are checked in: its adapter and
@@ -172,11 +172,11 @@ func checkFuzzProtocols(t *testing.T, data []byte) {
 }
 
 // TestPropertiesProtocolsReal checks every property on the real Claude
-// Code sessions in transcript/testdata (and in $CTXGUARD_SESSIONS)
+// Code sessions in tools/transcript/testdata (and in $CTXGUARD_SESSIONS)
 // written as Responses and Chat Completions requests (TestPropertiesReal
 // checks them as sent).
 func TestPropertiesProtocolsReal(t *testing.T) {
-	dirs := []string{"../../transcript/testdata/claude-code"}
+	dirs := []string{"../../tools/transcript/testdata/claude-code"}
 	if d := os.Getenv("CTXGUARD_SESSIONS"); d != "" {
 		dirs = append(dirs, d)
 	}

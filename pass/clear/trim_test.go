@@ -15,8 +15,8 @@ import (
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
-	"github.com/ctxguard/ctxguard/transcript"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/transcript"
+	"github.com/ctxguard/ctxguard/tools/validate"
 )
 
 func TestTrim(t *testing.T) {

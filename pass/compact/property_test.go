@@ -1,7 +1,7 @@
 package compact
 
 // Property tests: the compaction pass keeps its contract on whole
-// generated sessions (internal/sessiongen) written in each protocol
+// generated sessions (tools/sessiongen) written in each protocol
 // (Anthropic Messages, OpenAI Responses, OpenAI Chat Completions), under
 // summarizers that answer, fail, answer nothing usable or never answer in
 // time, and stores that fail. Every request of a session goes through one
@@ -59,8 +59,6 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/internal/prompt"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
@@ -68,8 +66,10 @@ import (
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
-	"github.com/ctxguard/ctxguard/transcript"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/prompt"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
+	"github.com/ctxguard/ctxguard/tools/transcript"
+	"github.com/ctxguard/ctxguard/tools/validate"
 )
 
 func longRun() bool { return os.Getenv("CTXGUARD_PROPERTY_LONG") != "" }

@@ -12,7 +12,7 @@ import (
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/splice"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/validate"
 )
 
 // call is one tool round in a synthetic request: the assistant's

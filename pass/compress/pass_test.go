@@ -21,7 +21,7 @@ import (
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/splice"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/validate"
 )
 
 // ruleInputs holds, per rule, a tool name and a result the rule shortens

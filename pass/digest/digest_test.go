@@ -29,7 +29,7 @@ import (
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/store/storetest"
 	"github.com/ctxguard/ctxguard/summarize"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/validate"
 )
 
 // The page a web fetch brings: about 60 KB (15K tokens, over the default

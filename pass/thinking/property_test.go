@@ -1,6 +1,6 @@
 package thinking_test
 
-// Properties of the guard over generated sessions (internal/sessiongen)
+// Properties of the guard over generated sessions (tools/sessiongen)
 // written in every protocol, with the request's model family switching at
 // random between requests. The Guard's way of filling the cache is
 // simulated: the assistant messages a request adds after the previous one
@@ -23,7 +23,6 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/internal/stub"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
@@ -33,8 +32,9 @@ import (
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
-	"github.com/ctxguard/ctxguard/transcript"
-	"github.com/ctxguard/ctxguard/validate"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
+	"github.com/ctxguard/ctxguard/tools/transcript"
+	"github.com/ctxguard/ctxguard/tools/validate"
 )
 
 type wire struct {
