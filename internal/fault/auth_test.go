@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
 	"github.com/ctxguard/ctxguard/internal/testtool"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
 )
 
 // authToken is the token of the auth tests' instances.

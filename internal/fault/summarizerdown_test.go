@@ -16,7 +16,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/internal/sessiongen"
+	"github.com/ctxguard/ctxguard/tools/sessiongen"
 )
 
 // downConfig gives every model the generated sessions use a 40K window,
