@@ -150,7 +150,7 @@ func (g *Guard) ready(ctx context.Context) error {
 // localAccess applies local.access and local.hosts to every /ctxguard/
 // endpoint.
 func (g *Guard) localAccess(r *http.Request) error {
-	access := g.current().cfg.Local.Access
+	access := g.engine.Config().Local.Access
 	if access == "off" {
 		return protocol.Errorf(http.StatusForbidden, protocol.Permission, nil, "ctxguard: local endpoints are off (local.access: off)")
 	}
@@ -180,7 +180,7 @@ func (g *Guard) localHost(hostport string) bool {
 		return true
 	}
 	host = strings.TrimSuffix(host, ".")
-	for _, h := range g.current().cfg.Local.Hosts {
+	for _, h := range g.engine.Config().Local.Hosts {
 		if strings.EqualFold(host, strings.TrimSuffix(h, ".")) {
 			return true
 		}
@@ -240,7 +240,7 @@ func loopback(addr string) bool {
 // breakers, one per upstream and model it called; none for a summarizer
 // without them (WithSummarizer's, or none).
 func (g *Guard) summarizerBreakers() []summarize.BreakerStatus {
-	if c, ok := g.current().summarizer.(interface {
+	if c, ok := g.engine.Summarizer().(interface {
 		Breakers() []summarize.BreakerStatus
 	}); ok {
 		return c.Breakers()
@@ -263,7 +263,7 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 			}
 			return out
 		})
-		g.bus.Subscribe(m)
+		g.engine.Records().Subscribe(m)
 		handle("GET /metrics", serve(m.Handler()))
 	}
 	if g.cfg.Dashboard.Enabled {
@@ -273,7 +273,7 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 			Sessions:   g.cfg.Dashboard.Sessions,
 			Requests:   g.cfg.Dashboard.Requests,
 			Config:     func() []byte { b, _ := g.Config().YAML(); return b },
-			Model:      func(id string) model.Info { return g.current().models.Lookup(id) },
+			Model:      func(id string) model.Info { return g.engine.Model(id) },
 			Summary: func(key string) (string, error) {
 				ctx, cancel := storeContext()
 				defer cancel()
@@ -300,7 +300,7 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 			Log:   g.log,
 		})
 		g.dash.Store(d)
-		g.bus.Subscribe(d)
+		g.engine.Records().Subscribe(d)
 		d.Register(handle)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/guardtest"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/store/redis/redistest"
 )
@@ -45,7 +46,7 @@ var localTypes = map[string]string{
 }
 
 // TestLocalHeaders walks every route of the local endpoints (the patterns
-// Guard.local registers, so a new route is walked without being listed
+// Server.local registers, so a new route is walked without being listed
 // here), their errors, and the errors the proxy writes itself, through
 // the Guard's handler: every answer says what it is (Content-Type) and
 // forbids browsers to guess (X-Content-Type-Options: nosniff).
@@ -95,11 +96,11 @@ func TestLocalHeaders(t *testing.T) {
 
 	// One exchange, so that a session, a request and a blob exist.
 	res := do("POST", "/v1/messages", http.Header{"X-Ctxguard-Token": {cfg.AuthToken}, "Content-Type": {"application/json"},
-		"X-Claude-Code-Session-Id": {"local-headers"}}, bigResult())
+		"X-Claude-Code-Session-Id": {"local-headers"}}, guardtest.BigResult())
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	blob := store.ID([]byte("a kept blob"))
-	if err := g.Store().PutBlob(context.Background(), blob, []byte("a kept blob")); err != nil {
+	if err := g.store.PutBlob(context.Background(), blob, []byte("a kept blob")); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 200 && len(g.sessions.list()) == 0; i++ {
@@ -109,7 +110,7 @@ func TestLocalHeaders(t *testing.T) {
 	if len(up.MessagesRequests()) != 1 || len(sessions) != 1 {
 		t.Fatalf("the exchange: %d upstream requests, %d sessions", len(up.MessagesRequests()), len(sessions))
 	}
-	params := strings.NewReplacer("{id}", blob, "{sig}", g.current().keys.SignBlob(blob), "{key}", url.PathEscape(sessions[0].Key), "{seq}", "1", "{file}", "app.js", "{$}", "")
+	params := strings.NewReplacer("{id}", blob, "{sig}", g.engine.Keys().SignBlob(blob), "{key}", url.PathEscape(sessions[0].Key), "{seq}", "1", "{file}", "app.js", "{$}", "")
 
 	g.Local()
 	if len(g.localRoutes) < len(localTypes) {

@@ -14,9 +14,9 @@ import (
 
 // Middleware rewrites the requests an HTTP client makes in process,
 // without the proxy: Anthropic Messages, OpenAI Responses and Chat
-// Completions requests alike (Protocols). Its signature matches the
-// option.Middleware of the official Go SDKs (anthropic-sdk-go and
-// openai-go), so it plugs in with one line:
+// Completions requests alike (Protocols). Its signature
+// matches the option.Middleware of the official Go SDKs (anthropic-sdk-go
+// and openai-go), so it plugs in with one line:
 //
 //	client := anthropic.NewClient(option.WithMiddleware(
 //		func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
@@ -26,9 +26,9 @@ import (
 // The API's path is found after the client's base URL (from /v1/ on).
 // Requests no protocol rewrites pass through untouched; so does any
 // request whose body cannot be read or rewritten (fail open). The record
-// of a rewritable exchange (Records) is published when the answer's body
-// ends or is closed, with the usage read from it when it is not
-// content-coded; a client that never closes the body never publishes it.
+// of a rewritable exchange (Records) is published when the answer's body ends or is
+// closed, with the usage read from it when it is not content-coded; a
+// client that never closes the body never publishes it.
 func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return next(req)
@@ -43,35 +43,27 @@ func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Re
 	if proto == nil || !proto.Rewritable(req.Method, path) {
 		return next(req)
 	}
-	s := g.current()
-	body, err := io.ReadAll(io.LimitReader(req.Body, s.cfg.MaxBody+1))
+	cfg := g.engine.Config()
+	body, err := io.ReadAll(io.LimitReader(req.Body, cfg.MaxBody+1))
 	req.Body.Close()
-	if err != nil || int64(len(body)) > s.cfg.MaxBody || req.Header.Get("Content-Encoding") != "" {
+	if err != nil || int64(len(body)) > cfg.MaxBody || req.Header.Get("Content-Encoding") != "" {
 		// Give the client back exactly what it had.
 		req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
 		return next(req)
 	}
 	start := time.Now()
-	res := g.rewrite(req.Context(), s, proto, req.Header, body, nil, false)
-	rec := g.newRecord(proto, req.Header, &res)
+	oc := g.engine.RewriteRequest(req.Context(), req.Header, proto, body)
+	rec := oc.Record
 	rec.Start, rec.Path, rec.Rewrite = start, path, time.Since(start)
-	rec.BytesIn, rec.BytesOut = int64(len(body)), int64(len(res.Body))
-	out := req.Clone(req.Context())
-	out.Body = io.NopCloser(bytes.NewReader(res.Body))
-	out.ContentLength = int64(len(res.Body))
-	out.Header.Set("Content-Length", strconv.Itoa(len(res.Body)))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(res.Body)), nil }
-	for _, hv := range res.Headers {
-		protocol.AppendList(out.Header, hv[0], hv[1])
-	}
-	resp, err := next(out)
+	rec.BytesIn, rec.BytesOut = int64(len(body)), int64(len(oc.Body))
+	resp, err := next(withBody(req, oc.Body, oc.AddHeader))
 	rec.FirstByte = time.Since(start)
 	if err != nil || resp == nil {
 		if err != nil {
 			rec.Error = err.Error()
 		}
 		rec.Total = rec.FirstByte
-		g.publish(rec)
+		g.engine.Publish(rec)
 		return resp, err
 	}
 	rec.Status = resp.StatusCode
@@ -81,6 +73,20 @@ func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Re
 	}
 	resp.Body = rb
 	return resp, nil
+}
+
+// withBody returns a copy of req that sends body, with the list-header
+// values add appended (proxy.Outcome.AddHeader).
+func withBody(req *http.Request, body []byte, add [][2]string) *http.Request {
+	out := req.Clone(req.Context())
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	for _, hv := range add {
+		protocol.AppendList(out.Header, hv[0], hv[1])
+	}
+	return out
 }
 
 // recordedBody is an answer's body on its way to an in-process client: it
@@ -127,7 +133,7 @@ func (b *recordedBody) finish(err error) {
 		}
 	}
 	b.rec.Total = time.Since(b.rec.Start)
-	b.g.publish(b.rec)
+	b.g.engine.Publish(b.rec)
 }
 
 // errReader returns err (or EOF) once the body's bytes are read.
@@ -140,9 +146,10 @@ func (e errReader) Read([]byte) (int, error) {
 	return 0, io.EOF
 }
 
-// Transport returns an http.RoundTripper that rewrites Messages requests
-// and sends everything through base (http.DefaultTransport when nil), for
-// any Go HTTP client.
+// Transport returns an http.RoundTripper that rewrites the requests of
+// every protocol the Guard speaks, as Middleware does, and sends
+// everything through base (http.DefaultTransport when nil), for any Go
+// HTTP client.
 func (g *Guard) Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport

@@ -1,113 +1,10 @@
 package ctxguard
 
 import (
-	"fmt"
 	"reflect"
-	"strconv"
 
 	"github.com/ctxguard/ctxguard/config"
-	"github.com/ctxguard/ctxguard/internal/auth"
-	"github.com/ctxguard/ctxguard/model"
-	"github.com/ctxguard/ctxguard/pass/compact"
-	"github.com/ctxguard/ctxguard/pipeline"
-	"github.com/ctxguard/ctxguard/store"
-	"github.com/ctxguard/ctxguard/summarize"
 )
-
-// setup is what a Guard builds from its configuration: one value, swapped
-// whole by Reload. A request reads it once, when it starts, and keeps it
-// to the end (its overflow retry included), so it never mixes two
-// configurations. What a Guard learns and counts (the store, calibration,
-// learned limits, statistics, the records' bus, the thinking guard's
-// signatures) lives beside it and outlives reloads.
-type setup struct {
-	cfg        config.Config
-	models     *model.Registry
-	blobs      *store.Blobs
-	summarizer compact.Summarizer // nil: extractive summaries only
-	pipe       *pipeline.Pipeline
-	compact    *compact.Pass // nil when compaction is off
-	// keys are auth_token's (nil without one): the token, the sign-in
-	// cookie, the blob links' signatures.
-	keys *auth.Keys
-	// gen counts the reloads that changed the configuration; the
-	// sessions' memories are keyed by it (memoKey), so that what passes
-	// memoized under one configuration never serves another.
-	gen uint64
-}
-
-// current returns the setup new requests use.
-func (g *Guard) current() *setup { return g.setup.Load() }
-
-// memoKey is the key of the session memory a request of the session key
-// uses under this setup ("" remembers none).
-func (s *setup) memoKey(key string) string {
-	if key == "" || s.gen == 0 {
-		return key
-	}
-	return strconv.FormatUint(s.gen, 10) + "/" + key
-}
-
-// build builds the setup of cfg (validated). With prev, the setup it
-// replaces, it keeps what cfg did not change: the blobs' memo, the
-// summarizer and the compaction pass with the summaries it is writing.
-func (g *Guard) build(cfg config.Config, prev *setup) (*setup, error) {
-	s := &setup{cfg: cfg, keys: auth.New(cfg.AuthToken)}
-	var err error
-	if prev != nil && reflect.DeepEqual(prev.cfg.Models, cfg.Models) {
-		s.models = prev.models
-	} else if s.models, err = model.NewRegistry(cfg.Models); err != nil {
-		return nil, err
-	}
-	base := ""
-	switch {
-	case cfg.PublicURL != "":
-		base = cfg.PublicURL
-	case cfg.Local.Access != "off":
-		base = "http://" + config.LocalAddr(cfg.Listen)
-	}
-	if prev != nil && prev.blobs.BaseURL == base && prev.cfg.AuthToken == cfg.AuthToken {
-		s.blobs = prev.blobs
-	} else {
-		s.blobs = &store.Blobs{Store: g.store, TTL: cfg.BlobTTL, Now: g.now, BaseURL: base}
-		if s.keys != nil {
-			// Blob links are capabilities: an agent fetches its own
-			// blob without the token, and no other.
-			s.blobs.Sign = s.keys.SignBlob
-		}
-	}
-	sameSummarizer := true
-	switch {
-	case g.summarizer != nil: // WithSummarizer
-		s.summarizer = g.summarizer
-	case (cfg.Compact.Enabled || cfg.Digest.Enabled) && cfg.Compact.Summarizer.Mode != "none":
-		if prev != nil && prev.summarizer != nil && reflect.DeepEqual(prev.cfg.Compact.Summarizer, cfg.Compact.Summarizer) && prev.cfg.Upstreams == cfg.Upstreams {
-			s.summarizer = prev.summarizer
-			break
-		}
-		ups := map[string]string{"anthropic": cfg.Upstreams.Anthropic, "openai": cfg.Upstreams.OpenAI}
-		sc, err := summarize.New(cfg.Compact.Summarizer, g.protocols, ups, nil, g.log)
-		if err != nil {
-			return nil, err
-		}
-		sc.Now = g.now
-		s.summarizer = sc
-		sameSummarizer = false
-	default:
-		sameSummarizer = prev == nil || prev.summarizer == nil
-	}
-	d := Deps{Blobs: s.blobs, Log: g.log, Summarizer: s.summarizer, Now: g.now, Signatures: g.sigs}
-	if prev != nil && prev.compact != nil && sameSummarizer && s.blobs == prev.blobs && reflect.DeepEqual(prev.cfg.Compact, cfg.Compact) {
-		d.Compact = prev.compact
-	}
-	if s.pipe, s.compact, err = Compile(cfg, d); err != nil {
-		return nil, err
-	}
-	if prev != nil {
-		s.gen = prev.gen + 1
-	}
-	return s, nil
-}
 
 // Reloaded says what a Reload did.
 type Reloaded struct {
@@ -144,34 +41,17 @@ type Reloaded struct {
 // auth_token are unchanged; a replaced one finishes its summaries in the
 // background until Close.
 func (g *Guard) Reload(cfg config.Config) (Reloaded, error) {
-	if err := cfg.ExpandPaths(); err != nil {
-		return Reloaded{}, err
-	}
-	if err := cfg.Validate(); err != nil {
-		return Reloaded{}, err
-	}
-	g.reloadMu.Lock()
-	defer g.reloadMu.Unlock()
-	cur := g.current()
-	kept := config.KeepRestartOnly(cur.cfg, &cfg)
-	if err := cfg.Validate(); err != nil {
-		return Reloaded{}, fmt.Errorf("with the restart-only settings kept (%v): %w", kept, err)
-	}
-	r := Reloaded{Changed: config.Changed(cur.cfg, cfg), Kept: kept}
-	if len(r.Changed) == 0 {
-		return r, nil
-	}
-	next, err := g.build(cfg, cur)
+	r, err := g.engine.Reload(cfg)
 	if err != nil {
 		return Reloaded{}, err
 	}
-	r.Handler = !reflect.DeepEqual(handlerSettings(cur.cfg), handlerSettings(cfg))
-	g.setup.Store(next)
-	if cur.compact != nil && cur.compact != next.compact {
-		g.retired = append(g.retired, cur.compact)
-	}
-	g.recent.dropAll() // unreachable now (setup.memoKey); free them
-	return r, nil
+	return Reloaded{Changed: r.Changed, Kept: r.Kept, Handler: len(r.Changed) > 0 && handlerChanged(r.From, r.To)}, nil
+}
+
+// handlerChanged reports whether a change from configuration a to b
+// concerns the proxy (Reloaded.Handler).
+func handlerChanged(a, b config.Config) bool {
+	return !reflect.DeepEqual(handlerSettings(a), handlerSettings(b))
 }
 
 // handlerSettings are the settings Handler builds a proxy with.
@@ -185,19 +65,4 @@ func handlerSettings(c config.Config) any {
 		timeouts    any
 		dump        bool
 	}{c.Upstreams, c.Routes, c.MaxBody, c.Limits.MaxBuffered, c.AuthToken, proxyTimeouts(c.Timeouts), c.Log.DumpBodies}
-}
-
-// closeSetups stops the compaction passes, the current one and those
-// reloads replaced.
-func (g *Guard) closeSetups() {
-	g.reloadMu.Lock()
-	defer g.reloadMu.Unlock()
-	passes := g.retired
-	if cp := g.current().compact; cp != nil {
-		passes = append(passes, cp)
-	}
-	for _, cp := range passes {
-		cp.Close()
-	}
-	g.retired = nil
 }

@@ -43,7 +43,7 @@ const signInPath = "/ctxguard/signin"
 // blob link with its blob's signature, or any /ctxguard/ path with a
 // valid sign-in cookie.
 func (g *Guard) localAuth(r *http.Request) bool {
-	keys := g.current().keys
+	keys := g.engine.Keys()
 	if keys == nil {
 		return false
 	}
@@ -83,7 +83,7 @@ func signedBlob(path string) (id, sig string, ok bool) {
 // sig is its signature under auth_token.
 func (g *Guard) serveSignedBlob(w http.ResponseWriter, r *http.Request) error {
 	id, sig := r.PathValue("id"), r.PathValue("sig")
-	if !store.ValidID(id) || !g.current().keys.CheckBlob(id, sig) {
+	if !store.ValidID(id) || !g.engine.Keys().CheckBlob(id, sig) {
 		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "ctxguard: no such blob link")
 	}
 	return g.writeBlob(w, r, id)
@@ -122,7 +122,7 @@ const maxSignInForm = 4 << 10
 
 // serveSignInPage serves GET /ctxguard/signin.
 func (g *Guard) serveSignInPage(w http.ResponseWriter, r *http.Request) error {
-	if g.current().keys == nil {
+	if g.engine.Keys() == nil {
 		http.Redirect(w, r, "/ctxguard/", http.StatusSeeOther) // nothing to sign in to
 		return nil
 	}
@@ -169,8 +169,8 @@ var crossOrigin = http.NewCrossOriginProtection()
 // sign-in cookie and leads to the dashboard; a wrong one shows the page
 // again.
 func (g *Guard) signIn(w http.ResponseWriter, r *http.Request) error {
-	s := g.current()
-	if s.keys == nil {
+	keys := g.engine.Keys()
+	if keys == nil {
 		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "ctxguard: no auth_token is set; there is nothing to sign in to")
 	}
 	if err := crossOrigin.Check(r); err != nil {
@@ -180,18 +180,18 @@ func (g *Guard) signIn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !s.keys.Token(form.Get("token")) {
+	if !keys.Token(form.Get("token")) {
 		g.log.Warn("dashboard sign-in with a wrong token", "remote", r.RemoteAddr)
 		return writeSignIn(w, http.StatusUnauthorized, "That is not this ctxguard's token.")
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     auth.CookieName,
-		Value:    s.keys.Cookie(g.now()),
+		Value:    keys.Cookie(g.now()),
 		Path:     "/ctxguard/",
 		MaxAge:   int(auth.CookieLife.Seconds()),
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
-		Secure:   r.TLS != nil || strings.HasPrefix(s.cfg.PublicURL, "https://"),
+		Secure:   r.TLS != nil || strings.HasPrefix(g.engine.Config().PublicURL, "https://"),
 	})
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, "/ctxguard/", http.StatusSeeOther)

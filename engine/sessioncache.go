@@ -1,75 +1,72 @@
-package ctxguard
+package engine
 
 import (
 	"cmp"
-	"errors"
 	"hash/maphash"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
-	"github.com/ctxguard/ctxguard/session"
 	"github.com/ctxguard/ctxguard/tokens"
 )
 
 // A session's next request repeats its last one byte for byte and appends
-// turns (BRIEF, wire facts). The Guard keeps, per recent session, the
-// parse of its last request (offsets only: the body is not kept) and
-// hashes of that body's pieces (print), so the next request's parse scans
-// only what is new (protocol.Protocol.ParseAfter) and passes can skip the
-// messages they have already judged (pipeline.Request.Stable). Nothing a
-// rewrite decides depends on this memory: with it or without it (a
-// restart, a second instance, an evicted session, two conversations
-// sharing a memo key) the output is the same bytes; the tests check that.
+// turns (a client may re-encode only its previous last message). The
+// Engine keeps, per recent session, the parse of its last request
+// (offsets only: the body is not kept) and hashes of that body's pieces
+// (fingerprint), so the next request's parse scans only what is new
+// (protocol.Protocol.ParseAfter) and passes can skip the messages they
+// have already judged (pipeline.Request.Stable). Nothing a rewrite decides
+// depends on this memory: with it or without it (a restart, a second
+// instance, an evicted session, two conversations sharing a cache key)
+// the output is the same bytes; the tests check that.
 
-// recent holds the memos of the most recently seen sessions, bounded in
-// count and in bytes, each dropped once idle: the memory goes back when
-// the sessions stop. Safe for concurrent use.
-type recent struct {
+// sessionCache holds the cached sessions (the memos) most recently seen,
+// bounded in count and in bytes, each dropped once idle: the memory goes
+// back when the sessions stop. Safe for concurrent use.
+type sessionCache struct {
 	max      int              // most memos; 0 remembers none
 	maxBytes int64            // most bytes all memos hold together
 	idle     time.Duration    // a memo unused this long is dropped by sweep
 	now      func() time.Time // the clock
 
 	mu    sync.Mutex
-	m     map[string]*memo
+	m     map[string]*cachedSession
 	bytes int64 // the sum of the memos' sizes
 }
 
-// newRecent returns an empty recent with the given bounds.
-func newRecent(max int, maxBytes int64, idle time.Duration) *recent {
-	return &recent{max: max, maxBytes: maxBytes, idle: idle, now: time.Now, m: map[string]*memo{}}
+// newSessionCache returns an empty cache with the given bounds.
+func newSessionCache(max int, maxBytes int64, idle time.Duration) *sessionCache {
+	return &sessionCache{max: max, maxBytes: maxBytes, idle: idle, now: time.Now, m: map[string]*cachedSession{}}
 }
 
-// memo is one session's last request: its parse, whose Body is nil (the
-// spans index into a body the memo does not hold), and the print of that
-// body.
-type memo struct {
-	r         *recent
-	mu        sync.Mutex // held by the request using it; others skip it
-	conv      *conversation.Conversation
-	print     print
-	shared    int // how many bytes of the current request repeat the remembered body (set by acquire)
-	verified  int // how many of print.sums they cover
-	used      time.Time
-	pass      map[string]any // what passes keep between requests (pipeline.Request.Memo)
-	msgTokens []int          // the estimate of each message of conv (promptTokens)
-	model     string         // the model the last request named
-	size      int64          // what the memo holds, in bytes (changed under both r.mu and mu)
-	gone      bool           // removed from r.m (under r.mu)
+// cachedSession (a memo) is one session's last request: its parse, whose
+// Body is nil (the spans index into a body the memo does not hold), and
+// the fingerprint of that body.
+type cachedSession struct {
+	cache       *sessionCache
+	mu          sync.Mutex // held by the request using it; others skip it
+	conv        *conversation.Conversation
+	fingerprint fingerprint
+	shared      int // how many bytes of the current request repeat the remembered body (set by acquire)
+	verified    int // how many of fingerprint.sums they cover
+	used        time.Time
+	pass        map[string]any // what passes keep between requests (pipeline.Request.Memo)
+	msgTokens   []int          // the estimate of each message of conv (promptTokens)
+	model       string         // the model the last request named
+	size        int64          // what the memo holds, in bytes (changed under both cache.mu and mu)
+	gone        bool           // removed from cache.m (under cache.mu)
 }
 
-// memoSeed seeds the hashes memos compare bodies with. It is random per
+// hashSeed seeds the hashes memos compare bodies with. It is random per
 // process, so a client cannot craft bodies whose hashes collide.
-var memoSeed = maphash.MakeSeed()
+var hashSeed = maphash.MakeSeed()
 
-// print is what a memo keeps of a body instead of its bytes: hashes of its
+// fingerprint is what a memo keeps of a body instead of its bytes: hashes of its
 // pieces, cut at the offsets protocol.Protocol.Stable looks at, so that
 // the next request can be checked against them to find the bytes it
 // repeats, and so that messages can be compared at moved offsets
@@ -83,13 +80,13 @@ var memoSeed = maphash.MakeSeed()
 // (a message counts when the next one starts, or ends, in the shared
 // bytes): so the longest verified cut gives the same Stable as the longest
 // common prefix of the two bodies did.
-type print struct {
+type fingerprint struct {
 	sums []uint64
 	sys  uint64 // the system prompt's bytes
 	last uint64 // the text literals of the last message (textSum)
 }
 
-// cut returns the offset of cut j of c (see print).
+// cut returns the offset of cut j of c (see fingerprint).
 func cut(c *conversation.Conversation, j int) int {
 	if j%2 == 0 {
 		return c.Messages[j/2].Span.Start + 1
@@ -97,9 +94,9 @@ func cut(c *conversation.Conversation, j int) int {
 	return c.Messages[j/2].Span.End
 }
 
-// fill makes p the print of c (whose Body is set), keeping the first
+// fill makes p the fingerprint of c (whose Body is set), keeping the first
 // reuse sums, which the caller knows to hash the same bytes.
-func (p *print) fill(c *conversation.Conversation, reuse int) {
+func (p *fingerprint) fill(c *conversation.Conversation, reuse int) {
 	b := c.Body
 	p.sums = p.sums[:reuse]
 	pos := 0
@@ -108,10 +105,10 @@ func (p *print) fill(c *conversation.Conversation, reuse int) {
 	}
 	for j := reuse; j < 2*len(c.Messages); j++ {
 		at := cut(c, j)
-		p.sums = append(p.sums, maphash.Bytes(memoSeed, b[pos:at]))
+		p.sums = append(p.sums, maphash.Bytes(hashSeed, b[pos:at]))
 		pos = at
 	}
-	p.sys = maphash.Bytes(memoSeed, c.Bytes(c.System))
+	p.sys = maphash.Bytes(hashSeed, c.Bytes(c.System))
 	p.last = 0
 	if n := len(c.Messages); n > 0 {
 		p.last = textSum(c, n-1)
@@ -119,14 +116,14 @@ func (p *print) fill(c *conversation.Conversation, reuse int) {
 }
 
 // verify returns how many bytes of body are known to repeat the body
-// prev (a parse without its body) was made of, whose print p is: the
+// prev (a parse without its body) was made of, whose fingerprint p is: the
 // longest cut at which every piece before hashes the same. It returns
 // the number of pieces verified too.
-func (p *print) verify(prev *conversation.Conversation, body []byte) (shared, pieces int) {
+func (p *fingerprint) verify(prev *conversation.Conversation, body []byte) (shared, pieces int) {
 	pos := 0
 	for j := range p.sums {
 		at := cut(prev, j)
-		if at > len(body) || maphash.Bytes(memoSeed, body[pos:at]) != p.sums[j] {
+		if at > len(body) || maphash.Bytes(hashSeed, body[pos:at]) != p.sums[j] {
 			return pos, j
 		}
 		pos = at
@@ -139,7 +136,7 @@ func (p *print) verify(prev *conversation.Conversation, body []byte) (shared, pi
 // other unambiguously.
 func textSum(c *conversation.Conversation, mi int) uint64 {
 	var h maphash.Hash
-	h.SetSeed(memoSeed)
+	h.SetSeed(hashSeed)
 	for _, b := range c.Messages[mi].Blocks {
 		if b.Kind == conversation.Text {
 			h.Write(c.Bytes(b.Text))
@@ -148,114 +145,12 @@ func textSum(c *conversation.Conversation, mi int) uint64 {
 	return h.Sum64()
 }
 
-// memoKey returns the key a request's memo is found under before the
-// request is parsed: its protocol and a client's session header, or,
-// without one, a hash of the start of the conversation (quickKey). ""
-// means the request is not remembered.
-func memoKey(proto protocol.Protocol, h http.Header, body []byte) string {
-	for _, name := range session.Headers {
-		if v := h.Get(name); v != "" {
-			return proto.Name() + "|" + name + ":" + v
-		}
-	}
-	if k, ok := quickKey(body); ok {
-		return proto.Name() + "|p:" + strconv.FormatUint(k, 16)
-	}
-	return ""
-}
-
-// errStop ends quickKey's scan.
-var errStop = errors.New("stop")
-
-// quickKey hashes what every request of one conversation starts with and
-// what a quick scan of the top level finds before the conversation's
-// first user turn: the text of the system prompt, when it comes before
-// the message list (system, or the Responses instructions), and the role
-// and text of each message up to and including the first user message.
-// Like session.Key's prefix hash it hashes the JSON string literals of
-// the text, so a client's re-encoding of a message (a cache marker
-// moved, a string sent as a list of blocks) does not change it; unlike
-// it, it scans no further, so its cost does not grow with the history.
-// Conversations that start alike (subagents given the same task) share a
-// key: that only costs speed, since a memo is used only for what a body
-// verifiably repeats. ok is false when the body is not an object with a
-// message list (the parse then says what is wrong).
-func quickKey(body []byte) (sum uint64, ok bool) {
-	var h maphash.Hash
-	h.SetSeed(memoSeed)
-	_, err := jsonscan.ObjectEach(body, 0, 0, func(k jsonscan.Span, v int) (int, error) {
-		switch {
-		case jsonscan.KeyIs(body, k, "system") || jsonscan.KeyIs(body, k, "instructions"):
-			s, err := jsonscan.ValueAt(body, v, 1)
-			if err != nil {
-				return 0, err
-			}
-			h.WriteByte('s')
-			texts(&h, body, s)
-			return s.End, nil
-		case jsonscan.KeyIs(body, k, "messages") || jsonscan.KeyIs(body, k, "input"):
-			if i := jsonscan.SkipSpace(body, v); i < len(body) && body[i] == '"' {
-				s, err := jsonscan.ValueAt(body, i, 1) // a Responses input string
-				if err != nil {
-					return 0, err
-				}
-				h.Write(s.Bytes(body))
-				return 0, errStop
-			}
-			_, err := jsonscan.ArrayEach(body, v, 1, func(e int) (int, error) {
-				m, err := jsonscan.ValueAt(body, e, 2)
-				if err != nil {
-					return 0, err
-				}
-				role, _ := jsonscan.Lookup(body, m, "role")
-				h.WriteByte('m')
-				h.Write(role.Bytes(body))
-				if content, err := jsonscan.Lookup(body, m, "content"); err == nil {
-					texts(&h, body, content)
-				}
-				if jsonscan.StringIs(body, role, "user") {
-					return 0, errStop
-				}
-				return m.End, nil
-			})
-			if err == nil {
-				err = errStop // no user message: what there was
-			}
-			return 0, err
-		}
-		return jsonscan.Skip(body, v, 1)
-	})
-	if !errors.Is(err, errStop) {
-		return 0, false
-	}
-	return h.Sum64(), true
-}
-
-// texts writes to h the text of the value at s: the literal of a string,
-// the "text" literals of a list of blocks.
-func texts(h *maphash.Hash, body []byte, s jsonscan.Span) {
-	switch jsonscan.KindOf(body, s) {
-	case jsonscan.String:
-		h.Write(s.Bytes(body))
-	case jsonscan.Array:
-		it := jsonscan.Elements(body, s)
-		for e, ok := it.NextElement(); ok; e, ok = it.NextElement() {
-			if jsonscan.KindOf(body, e) != jsonscan.Object {
-				continue
-			}
-			if t, err := jsonscan.Lookup(body, e, "text"); err == nil && jsonscan.KindOf(body, t) == jsonscan.String {
-				h.Write(t.Bytes(body))
-			}
-		}
-	}
-}
-
 // slots is how many memos one key may have: conversations that share a
 // key (requests without a session header that start alike, subagents
 // under their session's header) each keep their own.
 const slots = 4
 
-// slotKey names slot i of key in recent.m.
+// slotKey names slot i of key in sessionCache.m.
 func slotKey(key string, i int) string {
 	if i == 0 {
 		return key
@@ -273,11 +168,11 @@ func slotKey(key string, i int) string {
 // first); if the request only starts as one does (another conversation),
 // an empty slot, else the least recently used memo; if it starts as none
 // does, the most recently used.
-func (r *recent) acquire(key string, body []byte) *memo {
+func (r *sessionCache) acquire(key string, body []byte) *cachedSession {
 	if key == "" || r.max <= 0 {
 		return nil
 	}
-	var held [slots]*memo // the key's memos locked here
+	var held [slots]*cachedSession // the key's memos locked here
 	free := held[:0]
 	empty := -1
 	r.mu.Lock()
@@ -295,25 +190,25 @@ func (r *recent) acquire(key string, body []byte) *memo {
 	r.mu.Unlock()
 	// The memo the body repeats furthest: verified in order of how much
 	// each could share, until one is repeated whole.
-	slices.SortFunc(free, func(a, b *memo) int { return cmp.Compare(b.reach(), a.reach()) })
+	slices.SortFunc(free, func(a, b *cachedSession) int { return cmp.Compare(b.reach(), a.reach()) })
 	for _, m := range free {
 		m.shared, m.verified = 0, 0 // until verified
 	}
-	var best *memo
+	var best *cachedSession
 	for _, m := range free {
 		if m.conv != nil {
-			m.shared, m.verified = m.print.verify(m.conv, body)
+			m.shared, m.verified = m.fingerprint.verify(m.conv, body)
 		}
 		if best == nil || m.shared > best.shared {
 			best = m
 		}
-		if m.verified == len(m.print.sums) {
+		if m.verified == len(m.fingerprint.sums) {
 			break // none after it can share more
 		}
 	}
-	var use *memo
+	var use *cachedSession
 	switch {
-	case best != nil && best.conv != nil && best.verified >= len(best.print.sums)-1:
+	case best != nil && best.conv != nil && best.verified >= len(best.fingerprint.sums)-1:
 		use = best // the request continues it
 	case best != nil && best.verified > 0:
 		// Another conversation that starts the same way (or this one
@@ -323,13 +218,13 @@ func (r *recent) acquire(key string, body []byte) *memo {
 			use = r.add(slotKey(key, empty))
 		}
 		if use == nil {
-			use = pick(free, func(a, b *memo) bool { return a.used.Before(b.used) })
+			use = pick(free, func(a, b *cachedSession) bool { return a.used.Before(b.used) })
 		}
 	default:
 		// Nothing the request starts with matches, as when the model
 		// changed: the most recently used memo, as the same session's
 		// (extendsPrev compares its messages at their moved offsets).
-		use = pick(free, func(a, b *memo) bool { return a.used.After(b.used) })
+		use = pick(free, func(a, b *cachedSession) bool { return a.used.After(b.used) })
 		if use == nil && empty >= 0 {
 			use = r.add(slotKey(key, empty))
 		}
@@ -343,8 +238,8 @@ func (r *recent) acquire(key string, body []byte) *memo {
 }
 
 // pick returns the memo of ms that comes first by less, or nil.
-func pick(ms []*memo, less func(a, b *memo) bool) *memo {
-	var p *memo
+func pick(ms []*cachedSession, less func(a, b *cachedSession) bool) *cachedSession {
+	var p *cachedSession
 	for _, m := range ms {
 		if p == nil || less(m, p) {
 			p = m
@@ -354,7 +249,7 @@ func pick(ms []*memo, less func(a, b *memo) bool) *memo {
 }
 
 // reach is how many bytes of a body the memo could be found to share.
-func (m *memo) reach() int {
+func (m *cachedSession) reach() int {
 	if m.conv == nil || len(m.conv.Messages) == 0 {
 		return 0
 	}
@@ -363,13 +258,13 @@ func (m *memo) reach() int {
 
 // add puts a new memo under key, locked, making room if needed; nil when
 // every memo is in use or key was taken meanwhile.
-func (r *recent) add(key string) *memo {
+func (r *sessionCache) add(key string) *cachedSession {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m[key] != nil || len(r.m) >= r.max && !r.evictLocked(nil) {
 		return nil
 	}
-	m := &memo{r: r, used: r.now()}
+	m := &cachedSession{cache: r, used: r.now()}
 	m.mu.Lock()
 	r.m[key] = m
 	return m
@@ -377,8 +272,8 @@ func (r *recent) add(key string) *memo {
 
 // evictLocked drops the least recently used memo that is not in use and
 // is not keep, and reports whether it found one. r.mu is held.
-func (r *recent) evictLocked(keep *memo) bool {
-	var oldest *memo
+func (r *sessionCache) evictLocked(keep *cachedSession) bool {
+	var oldest *cachedSession
 	var key string
 	for k, m := range r.m {
 		if m == keep || (oldest != nil && !m.used.Before(oldest.used)) {
@@ -400,7 +295,7 @@ func (r *recent) evictLocked(keep *memo) bool {
 }
 
 // removeLocked forgets memo m (held by the caller) under key. r.mu is held.
-func (r *recent) removeLocked(key string, m *memo) int64 {
+func (r *sessionCache) removeLocked(key string, m *cachedSession) int64 {
 	freed := m.size
 	m.drop()
 	r.bytes -= freed
@@ -412,8 +307,8 @@ func (r *recent) removeLocked(key string, m *memo) int64 {
 
 // parse parses body with proto, reusing what the memo holds (the memo's
 // key names the protocol): the messages of the remembered parse that lie
-// within the bytes body verifiably repeats (print.verify).
-func (m *memo) parse(proto protocol.Protocol, body []byte) (*conversation.Conversation, int, error) {
+// within the bytes body verifiably repeats (fingerprint.verify).
+func (m *cachedSession) parse(proto protocol.Protocol, body []byte) (*conversation.Conversation, int, error) {
 	if m == nil || m.conv == nil {
 		c, err := proto.Parse(body)
 		return c, 0, err
@@ -431,13 +326,13 @@ func (m *memo) parse(proto protocol.Protocol, body []byte) (*conversation.Conver
 }
 
 // keep makes c (a parse of body) the memo's last request: it hashes the
-// pieces of body the memo has no sum for yet (print.fill), releases the
+// pieces of body the memo has no sum for yet (fingerprint.fill), releases the
 // previous parse and keeps c without its body (c.Body is set to nil: the
 // caller keeps ownership of body, which may be reused as soon as the
 // request is done). c must not be released by the caller afterwards. If
 // the memo would not fit the byte bound even alone, or was evicted
 // meanwhile, it keeps nothing; otherwise older memos make room.
-func (m *memo) keep(c *conversation.Conversation, body []byte) {
+func (m *cachedSession) keep(c *conversation.Conversation, body []byte) {
 	// The pieces verified before a cut that c shares with the previous
 	// parse hash the same bytes.
 	reuse := 0
@@ -449,11 +344,11 @@ func (m *memo) keep(c *conversation.Conversation, body []byte) {
 	}
 	m.shared, m.verified = 0, 0
 	c.Body = body
-	m.print.fill(c, reuse)
+	m.fingerprint.fill(c, reuse)
 	c.Body = nil
 	m.conv = c
-	size := int64(c.Footprint()) + int64(8*cap(m.print.sums)) + int64(8*cap(m.msgTokens)) + int64(pipeline.MemoFootprint(m.pass))
-	r := m.r
+	size := int64(c.Footprint()) + int64(8*cap(m.fingerprint.sums)) + int64(8*cap(m.msgTokens)) + int64(pipeline.MemoFootprint(m.pass))
+	r := m.cache
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m.used = r.now()
@@ -470,18 +365,18 @@ func (m *memo) keep(c *conversation.Conversation, body []byte) {
 }
 
 // drop forgets everything.
-func (m *memo) drop() {
+func (m *cachedSession) drop() {
 	if m.conv != nil {
 		m.conv.Release()
 	}
 	m.conv, m.pass, m.msgTokens = nil, nil, nil
-	m.print = print{}
+	m.fingerprint = fingerprint{}
 }
 
 // forget drops what the memo holds (after a failed request: what passes
 // kept may belong to it), keeping its place.
-func (m *memo) forget() {
-	r := m.r
+func (m *cachedSession) forget() {
+	r := m.cache
 	r.mu.Lock()
 	r.bytes -= m.size
 	m.size = 0
@@ -491,7 +386,7 @@ func (m *memo) forget() {
 
 // passes returns the memory passes keep between the session's requests,
 // or nil without a memo.
-func (m *memo) passes() map[string]any {
+func (m *cachedSession) passes() map[string]any {
 	if m == nil {
 		return nil
 	}
@@ -502,7 +397,7 @@ func (m *memo) passes() map[string]any {
 }
 
 // release unlocks a memo acquired by acquire.
-func (m *memo) release() {
+func (m *cachedSession) release() {
 	if m != nil {
 		m.mu.Unlock()
 	}
@@ -510,7 +405,7 @@ func (m *memo) release() {
 
 // sweep forgets the memos unused for longer than the idle bound (all of
 // them when it is 0) and returns the bytes freed.
-func (r *recent) sweep() int64 {
+func (r *sessionCache) sweep() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -525,7 +420,7 @@ func (r *recent) sweep() int64 {
 }
 
 // usage reports how many memos there are and the bytes they hold.
-func (r *recent) usage() (n int, bytes int64) {
+func (r *sessionCache) usage() (n int, bytes int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.m), r.bytes
@@ -534,7 +429,7 @@ func (r *recent) usage() (n int, bytes int64) {
 // dropAll forgets every session's memo. A memo a request holds is only
 // unlinked: that request finishes with it, its keep sees it gone and
 // keeps nothing, and nobody acquires it again.
-func (r *recent) dropAll() {
+func (r *sessionCache) dropAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, m := range r.m {

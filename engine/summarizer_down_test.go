@@ -1,4 +1,4 @@
-package ctxguard
+package engine
 
 import (
 	"context"
@@ -63,7 +63,7 @@ func TestCompactionSummarizerDown(t *testing.T) {
 				cfg.Compact.Summarizer.Timeout = 200 * time.Millisecond
 			}
 			clk := storetest.NewClock(time.Date(2026, 11, 3, 8, 0, 0, 0, time.UTC))
-			g := newGuard(t, cfg, WithClock(clk.Now))
+			g := newEngine(t, cfg, withClock(clk.Now))
 			sc := g.current().summarizer.(*summarize.Client)
 			state := func() breaker.State {
 				bs := sc.Breakers()
