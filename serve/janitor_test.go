@@ -1,4 +1,4 @@
-package ctxguard
+package serve
 
 import (
 	"context"
@@ -12,44 +12,44 @@ import (
 	"github.com/ctxguard/ctxguard/store/storetest"
 )
 
-// TestJanitor: memory goes back to the system once the Guard has been
+// TestJanitor: memory goes back to the system once the server has been
 // idle a whole tick, once per idle spell, and idle memos go at the tick
 // after session_idle.
 func TestJanitor(t *testing.T) {
 	cfg := config.Defaults()
 	clock := storetest.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
-	g := newGuard(t, cfg, WithStore(store.NewMemory()), WithClock(clock.Now))
+	s := newServer(t, cfg, withStore(store.NewMemory()), withClock(clock.Now))
 	frees := 0
 	j := janitor{free: func() { frees++ }}
 	first := []byte(`{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`)
 
-	g.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(1), first)
-	j.tick(g, clock.Now()) // busy: requests since the last tick
+	s.engine.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(1), first)
+	j.tick(s, clock.Now()) // busy: requests since the last tick
 	if frees != 0 {
 		t.Fatalf("memory handed back while busy")
 	}
 	clock.Advance(time.Minute)
-	j.tick(g, clock.Now()) // a whole idle tick
+	j.tick(s, clock.Now()) // a whole idle tick
 	if frees != 1 {
 		t.Fatalf("after an idle tick: %d releases, want 1", frees)
 	}
 	clock.Advance(time.Minute)
-	j.tick(g, clock.Now())
+	j.tick(s, clock.Now())
 	if frees != 1 {
 		t.Fatalf("a second idle tick released again (%d)", frees)
 	}
-	if n, _ := g.engine.SessionUsage(); n != 1 {
+	if n, _ := s.engine.SessionUsage(); n != 1 {
 		t.Fatalf("%d memos before session_idle, want 1", n)
 	}
 	clock.Advance(cfg.Limits.SessionIdle)
-	j.tick(g, clock.Now()) // the memo goes, and with it memory
-	if n, _ := g.engine.SessionUsage(); n != 0 || frees != 2 {
+	j.tick(s, clock.Now()) // the memo goes, and with it memory
+	if n, _ := s.engine.SessionUsage(); n != 0 || frees != 2 {
 		t.Fatalf("after session_idle: %d memos, %d releases; want 0 and 2", n, frees)
 	}
-	g.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(1), first)
-	j.tick(g, clock.Now())
+	s.engine.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(1), first)
+	j.tick(s, clock.Now())
 	clock.Advance(time.Minute)
-	j.tick(g, clock.Now())
+	j.tick(s, clock.Now())
 	if frees != 3 {
 		t.Fatalf("a new idle spell: %d releases, want 3", frees)
 	}

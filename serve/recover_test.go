@@ -1,11 +1,10 @@
-package ctxguard
+package serve
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/internal/guardtest"
-	"github.com/ctxguard/ctxguard/pass/compact"
-	"github.com/ctxguard/ctxguard/tools/sessiongen"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
@@ -23,7 +20,7 @@ import (
 	"github.com/ctxguard/ctxguard/tokens"
 )
 
-// TestRecoverThroughProxy: the Guard's handler in front of an upstream
+// TestRecoverThroughProxy: the proxy (Handler) in front of an upstream
 // whose window is smaller than ctxguard believes: the upstream refuses
 // the request as too long, ctxguard compacts it and retries once, and the
 // client gets the answer with X-Ctxguard-Recovered: 1. Exactly two
@@ -34,7 +31,7 @@ func TestRecoverThroughProxy(t *testing.T) {
 	cfg := config.Defaults()
 	// The upstream's real window, in ctxguard's tokens: below what
 	// ctxguard sends for the request.
-	limit := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(4), body).TokensAfter * 4 / 5
+	limit := newServer(t, cfg, withStore(store.NewMemory())).engine.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(4), body).TokensAfter * 4 / 5
 	fake := anthropictest.New(anthropictest.Options{})
 	var mu sync.Mutex
 	var sizes []int
@@ -55,8 +52,8 @@ func TestRecoverThroughProxy(t *testing.T) {
 	}))
 	defer up.Close()
 	cfg.Upstreams = config.Upstreams{Anthropic: up.URL, OpenAI: up.URL}
-	g := newGuard(t, cfg, WithSummarizer(blockingSummarizer{}))
-	h, err := g.Handler()
+	s := newServer(t, cfg, withSummarizer(blockingSummarizer{}))
+	h, err := s.Handler()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,32 +81,4 @@ func TestRecoverThroughProxy(t *testing.T) {
 	if h := res.Header.Get("X-Ctxguard-Tokens-After"); h != strconv.Itoa(sizes[1]) {
 		t.Errorf("X-Ctxguard-Tokens-After %s, want the retry's %d (the first attempt had %d)", h, sizes[1], sizes[0])
 	}
-}
-
-// blockingSummarizer never has a summary ready: compaction then sends
-// the extractive one.
-type blockingSummarizer struct{}
-
-func (blockingSummarizer) Summarize(ctx context.Context, _ *compact.Job) (compact.Summary, error) {
-	<-ctx.Done()
-	return compact.Summary{}, ctx.Err()
-}
-
-// longSession is a generated Claude Code session of 300 turns, long
-// enough to overflow a window a test makes small.
-func longSession(t testing.TB) [][]byte {
-	t.Helper()
-	gen, err := sessiongen.Generate(rand.New(rand.NewPCG(0, 11)), sessiongen.Options{Turns: 300, MaxResult: 8_000, Protocol: anthropic.Protocol.Name()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reqs, err := gen.Requests()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bodies [][]byte
-	for _, r := range reqs {
-		bodies = append(bodies, r.Body)
-	}
-	return bodies
 }

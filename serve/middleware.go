@@ -1,4 +1,4 @@
-package ctxguard
+package serve
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 
 // Middleware rewrites the requests an HTTP client makes in process,
 // without the proxy: Anthropic Messages, OpenAI Responses and Chat
-// Completions requests alike (Protocols). Its signature
+// Completions requests alike (the Server's protocols). Its signature
 // matches the option.Middleware of the official Go SDKs (anthropic-sdk-go
 // and openai-go), so it plugs in with one line:
 //
@@ -26,10 +26,10 @@ import (
 // The API's path is found after the client's base URL (from /v1/ on).
 // Requests no protocol rewrites pass through untouched; so does any
 // request whose body cannot be read or rewritten (fail open). The record
-// of a rewritable exchange (Records) is published when the answer's body ends or is
+// of a rewritable exchange (the engine's Records) is published when the answer's body ends or is
 // closed, with the usage read from it when it is not content-coded; a
 // client that never closes the body never publishes it.
-func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+func (s *Server) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return next(req)
 	}
@@ -39,11 +39,11 @@ func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Re
 	if i := strings.Index(path, "/v1/"); i > 0 {
 		path = path[i:]
 	}
-	proto := protocol.Pick(g.protocols, req.Method, path, req.Header)
+	proto := protocol.Pick(s.protocols, req.Method, path, req.Header)
 	if proto == nil || !proto.Rewritable(req.Method, path) {
 		return next(req)
 	}
-	cfg := g.engine.Config()
+	cfg := s.engine.Config()
 	body, err := io.ReadAll(io.LimitReader(req.Body, cfg.MaxBody+1))
 	req.Body.Close()
 	if err != nil || int64(len(body)) > cfg.MaxBody || req.Header.Get("Content-Encoding") != "" {
@@ -52,7 +52,7 @@ func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Re
 		return next(req)
 	}
 	start := time.Now()
-	oc := g.engine.RewriteRequest(req.Context(), req.Header, proto, body)
+	oc := s.engine.RewriteRequest(req.Context(), req.Header, proto, body)
 	rec := oc.Record
 	rec.Start, rec.Path, rec.Rewrite = start, path, time.Since(start)
 	rec.BytesIn, rec.BytesOut = int64(len(body)), int64(len(oc.Body))
@@ -63,11 +63,11 @@ func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Re
 			rec.Error = err.Error()
 		}
 		rec.Total = rec.FirstByte
-		g.engine.Publish(rec)
+		s.engine.Publish(rec)
 		return resp, err
 	}
 	rec.Status = resp.StatusCode
-	rb := &recordedBody{ReadCloser: resp.Body, g: g, rec: rec}
+	rb := &recordedBody{ReadCloser: resp.Body, s: s, rec: rec}
 	if resp.StatusCode/100 == 2 && resp.Header.Get("Content-Encoding") == "" {
 		rb.tap = proto.NewUsageTap(resp.Header.Get("Content-Type"))
 	}
@@ -94,7 +94,7 @@ func withBody(req *http.Request, body []byte, add [][2]string) *http.Request {
 // body ends (EOF or an error) or is closed.
 type recordedBody struct {
 	io.ReadCloser
-	g    *Guard
+	s    *Server
 	rec  *record.Exchange
 	tap  protocol.UsageTap // nil: no usage is read
 	done bool
@@ -133,7 +133,7 @@ func (b *recordedBody) finish(err error) {
 		}
 	}
 	b.rec.Total = time.Since(b.rec.Start)
-	b.g.engine.Publish(b.rec)
+	b.s.engine.Publish(b.rec)
 }
 
 // errReader returns err (or EOF) once the body's bytes are read.
@@ -147,14 +147,14 @@ func (e errReader) Read([]byte) (int, error) {
 }
 
 // Transport returns an http.RoundTripper that rewrites the requests of
-// every protocol the Guard speaks, as Middleware does, and sends
+// every protocol the Server speaks, as Middleware does, and sends
 // everything through base (http.DefaultTransport when nil), for any Go
 // HTTP client.
-func (g *Guard) Transport(base http.RoundTripper) http.RoundTripper {
+func (s *Server) Transport(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return roundTripper(func(r *http.Request) (*http.Response, error) { return g.Middleware(r, base.RoundTrip) })
+	return roundTripper(func(r *http.Request) (*http.Response, error) { return s.Middleware(r, base.RoundTrip) })
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)

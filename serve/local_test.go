@@ -1,4 +1,4 @@
-package ctxguard
+package serve
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 )
 
 // localTypes is the media type each local route answers with, by the
-// pattern it is registered under (Guard.local). A route registered
+// pattern it is registered under (Server.local). A route registered
 // without an entry here fails TestLocalHeaders.
 var localTypes = map[string]string{
 	"GET /healthz":                              "text/plain",
@@ -55,7 +55,7 @@ func TestLocalHeaders(t *testing.T) {
 	cfg.AuthToken = "0123456789abcdef-local-headers"
 	cfg.MaxBody = 1 << 20
 	cfg.Routes = map[string]string{"gone": "http://" + redistest.ClosedPort(t)}
-	g, srv, up := serveGuard(t, cfg)
+	g, srv, up := serveProxy(t, cfg)
 	auth := http.Header{"X-Ctxguard-Token": {cfg.AuthToken}}
 	do := func(method, path string, h http.Header, body []byte) *http.Response {
 		t.Helper()
@@ -103,10 +103,10 @@ func TestLocalHeaders(t *testing.T) {
 	if err := g.store.PutBlob(context.Background(), blob, []byte("a kept blob")); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 200 && len(g.sessions.list()) == 0; i++ {
+	for i := 0; i < 200 && len(g.obs.Sessions.List()) == 0; i++ {
 		time.Sleep(5 * time.Millisecond) // the record is published after the answer
 	}
-	sessions := g.sessions.list()
+	sessions := g.obs.Sessions.List()
 	if len(up.MessagesRequests()) != 1 || len(sessions) != 1 {
 		t.Fatalf("the exchange: %d upstream requests, %d sessions", len(up.MessagesRequests()), len(sessions))
 	}
