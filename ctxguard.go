@@ -229,7 +229,8 @@ func (g *Guard) Handler() (*proxy.Proxy, error) { return g.server.Handler() }
 func (g *Guard) Local() http.Handler { return g.server.Local() }
 
 // Middleware rewrites the requests an HTTP client makes in process,
-// without the proxy (serve.Server.Middleware). Its signature matches the option.Middleware
+// without the proxy, with overflow recovery like the proxy's
+// (serve.Server.Middleware). Its signature matches the option.Middleware
 // of the official Go SDKs (anthropic-sdk-go and openai-go), so it plugs
 // in with one line:
 //

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/protocol"
+	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/record"
 )
 
@@ -25,8 +26,12 @@ import (
 //
 // The API's path is found after the client's base URL (from /v1/ on).
 // Requests no protocol rewrites pass through untouched; so does any
-// request whose body cannot be read or rewritten (fail open). The record
-// of a rewritable exchange (the engine's Records) is published when the answer's body ends or is
+// request whose body cannot be read or rewritten (fail open). Like the
+// proxy, it recovers from a context overflow: when the upstream refuses
+// the rewritten request as too long and compaction is on, next is called
+// once more with a body compacted harder, and the client gets the retry's
+// answer (recoverOverflow). The record of a rewritable exchange (the
+// engine's Records) is published when the answer's body ends or is
 // closed, with the usage read from it when it is not content-coded; a
 // client that never closes the body never publishes it.
 func (s *Server) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
@@ -57,6 +62,9 @@ func (s *Server) Middleware(req *http.Request, next func(*http.Request) (*http.R
 	rec.Start, rec.Path, rec.Rewrite = start, path, time.Since(start)
 	rec.BytesIn, rec.BytesOut = int64(len(body)), int64(len(oc.Body))
 	resp, err := next(withBody(req, oc.Body, oc.AddHeader))
+	if err == nil && resp != nil && oc.Recover != nil {
+		resp = s.recoverOverflow(req, resp, next, &oc, proto, cfg.Timeouts.Idle)
+	}
 	rec.FirstByte = time.Since(start)
 	if err != nil || resp == nil {
 		if err != nil {
@@ -87,6 +95,69 @@ func withBody(req *http.Request, body []byte, add [][2]string) *http.Request {
 		protocol.AppendList(out.Header, hv[0], hv[1])
 	}
 	return out
+}
+
+// recoverOverflow looks at the first answer resp to a rewritten request.
+// When the protocol reads it as a context overflow (proxy.PeekOverflow,
+// which reads at most a bounded head of it, within idle when positive)
+// and the engine has a compacted body for it (oc.Recover), the request is
+// sent again through next, once, with that body, and the retry's answer
+// is returned instead, whatever it is: a 2xx marks the exchange recovered,
+// anything else a failed recovery, whose reason the record keeps.
+// Otherwise, or when the retry cannot be sent, resp is returned as it
+// came (what was read of its body is put back); an overflow that got no
+// retry is a failed recovery too.
+func (s *Server) recoverOverflow(req *http.Request, resp *http.Response, next func(*http.Request) (*http.Response, error),
+	oc *proxy.Outcome, proto protocol.Protocol, idle time.Duration) *http.Response {
+	or, ok := proto.(protocol.OverflowReader)
+	if !ok {
+		return resp
+	}
+	o, ok := peekOverflow(resp, or, idle)
+	if !ok {
+		return resp
+	}
+	rec := oc.Record
+	rt, err := oc.Recover(req.Context(), o)
+	if err != nil {
+		rec.Outcome, rec.Reason = record.RecoveryFailed, "no smaller body to retry with: "+err.Error()
+		return resp
+	}
+	retry, err := next(withBody(req, rt.Body, oc.AddHeader))
+	if err != nil || retry == nil {
+		// Fail open: the upstream's own answer, its head put back.
+		reason := "no answer"
+		if err != nil {
+			reason = err.Error()
+		}
+		rec.Outcome, rec.Reason = record.RecoveryFailed, "the compacted retry could not be sent: "+reason
+		return resp
+	}
+	resp.Body.Close()
+	if rt.Sent != nil {
+		rt.Sent()
+	}
+	rec.BytesOut = int64(len(rt.Body))
+	if retry.StatusCode/100 != 2 {
+		rec.Outcome, rec.Reason = record.RecoveryFailed, "the compacted retry got status "+strconv.Itoa(retry.StatusCode)
+		if o2, ok := peekOverflow(retry, or, idle); ok {
+			rec.Reason = "the compacted retry was too long too" + proxy.OverflowFigures(o2)
+		}
+		return retry
+	}
+	rec.Outcome = record.Recovered
+	s.log.Info("request too long for the upstream; retried compacted", "tokens", o.Tokens, "limit", o.Limit, "status", retry.StatusCode)
+	return retry
+}
+
+// peekOverflow is proxy.PeekOverflow with the read of the answer's head
+// bounded by idle (when positive): past it, the answer's body is closed.
+func peekOverflow(resp *http.Response, or protocol.OverflowReader, idle time.Duration) (protocol.Overflow, bool) {
+	if idle > 0 {
+		body := resp.Body
+		defer time.AfterFunc(idle, func() { body.Close() }).Stop()
+	}
+	return proxy.PeekOverflow(resp, or)
 }
 
 // recordedBody is an answer's body on its way to an in-process client: it
