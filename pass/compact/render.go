@@ -86,6 +86,33 @@ func (f *facts) render(p parts) string {
 		}
 		f.omittedLine(&b, kInjected)
 	}
+	f.writeFiles(&b)
+	f.writeFailures(&b)
+	f.writeMedia(&b)
+	if p == appendix {
+		return b.String()
+	}
+	f.writeCommands(&b)
+	if len(f.Plan) > 0 || f.omitted(kPlan) != nil {
+		b.WriteString("\n\n" + hPlan)
+		for _, s := range f.Plan {
+			b.WriteString("\n- " + s)
+		}
+		f.omittedLine(&b, kPlan)
+	}
+	if len(f.Assistant) > 0 || f.omitted(kAssistant) != nil {
+		b.WriteString("\n\n" + hAssistant)
+		f.omittedLine(&b, kAssistant)
+		for i, n := range f.Assistant {
+			b.WriteString("\n[" + strconv.Itoa(i+1) + "] ")
+			f.writeNote(&b, n)
+		}
+	}
+	return b.String()
+}
+
+// writeFiles writes the section of the files and searches, if any.
+func (f *facts) writeFiles(b *strings.Builder) {
 	if len(f.Files)+len(f.Searches) > 0 || f.omitted(kFiles) != nil || f.omitted(kSearches) != nil {
 		b.WriteString("\n\n" + hFiles)
 		for _, op := range fileOps {
@@ -103,7 +130,7 @@ func (f *facts) render(p parts) string {
 				b.WriteString(x.Path)
 			}
 		}
-		f.omittedLine(&b, kFiles)
+		f.omittedLine(b, kFiles)
 		for i, s := range f.Searches {
 			if i == 0 {
 				b.WriteString("\nSearched: ")
@@ -121,8 +148,12 @@ func (f *facts) render(p parts) string {
 				b.WriteString(" (" + s.Glob + ")")
 			}
 		}
-		f.omittedLine(&b, kSearches)
+		f.omittedLine(b, kSearches)
 	}
+}
+
+// writeFailures writes the section of the failures, if any.
+func (f *facts) writeFailures(b *strings.Builder) {
 	if len(f.Failures) > 0 || f.omitted(kFailures) != nil {
 		b.WriteString("\n\n" + hFailures)
 		for _, x := range f.Failures {
@@ -131,7 +162,7 @@ func (f *facts) render(p parts) string {
 			switch {
 			case x.Command:
 				b.WriteString("\n- `")
-				f.writeCommand(&b, x.What, x.Span)
+				f.writeCommand(b, x.What, x.Span)
 				b.WriteString("`")
 			case x.What != "":
 				b.WriteString("\n- " + x.Tool + " " + x.What)
@@ -155,8 +186,12 @@ func (f *facts) render(p parts) string {
 				b.WriteString(": " + strings.Join(x.Reason, " | "))
 			}
 		}
-		f.omittedLine(&b, kFailures)
+		f.omittedLine(b, kFailures)
 	}
+}
+
+// writeMedia writes the section of the images and documents, if any.
+func (f *facts) writeMedia(b *strings.Builder) {
 	if len(f.Media) > 0 || f.omitted(kMedia) != nil {
 		b.WriteString("\n\n" + hMedia)
 		for _, m := range f.Media {
@@ -174,11 +209,13 @@ func (f *facts) render(p parts) string {
 			}
 			b.WriteString(" in " + m.Where + ", kept in " + f.blobs([]int{m.Span}))
 		}
-		f.omittedLine(&b, kMedia)
+		f.omittedLine(b, kMedia)
 	}
-	if p == appendix {
-		return b.String()
-	}
+}
+
+// writeCommands writes the section of the commands that succeeded, if
+// any (those that only failed are listed with the failures).
+func (f *facts) writeCommands(b *strings.Builder) {
 	if f.succeeded() > 0 || f.omitted(kCommands) != nil || f.omitted(kOldCommands) != nil {
 		b.WriteString("\n\n" + hCommands)
 		for _, x := range f.Commands {
@@ -186,7 +223,7 @@ func (f *facts) render(p parts) string {
 				continue // listed with the failures
 			}
 			b.WriteString("\n")
-			f.writeCommand(&b, x.Cmd, x.Spans[len(x.Spans)-1])
+			f.writeCommand(b, x.Cmd, x.Spans[len(x.Spans)-1])
 			if x.Runs > 1 {
 				b.WriteString(" ×" + strconv.Itoa(x.Runs))
 			}
@@ -194,25 +231,9 @@ func (f *facts) render(p parts) string {
 				b.WriteString(" (failed " + strconv.Itoa(x.Failed) + ")")
 			}
 		}
-		f.omittedLine(&b, kOldCommands)
-		f.omittedLine(&b, kCommands)
+		f.omittedLine(b, kOldCommands)
+		f.omittedLine(b, kCommands)
 	}
-	if len(f.Plan) > 0 || f.omitted(kPlan) != nil {
-		b.WriteString("\n\n" + hPlan)
-		for _, s := range f.Plan {
-			b.WriteString("\n- " + s)
-		}
-		f.omittedLine(&b, kPlan)
-	}
-	if len(f.Assistant) > 0 || f.omitted(kAssistant) != nil {
-		b.WriteString("\n\n" + hAssistant)
-		f.omittedLine(&b, kAssistant)
-		for i, n := range f.Assistant {
-			b.WriteString("\n[" + strconv.Itoa(i+1) + "] ")
-			f.writeNote(&b, n)
-		}
-	}
-	return b.String()
 }
 
 // notIn returns a copy of f without the requests, files, searches and

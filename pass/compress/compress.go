@@ -465,8 +465,7 @@ func (p *Pass) mayChange(raw []byte, set *settings) bool {
 		}
 		return next
 	}
-	newlines, line := 0, 0 // line feeds; longest line
-	lineStart := 0
+	newlines, line, lineStart := 0, 0, 0 // line feeds; the longest line; where the current one starts
 	for i := 0; ; {
 		j := bytes.IndexByte(raw[i:], '\\')
 		if j < 0 || i+j+1 >= n {
