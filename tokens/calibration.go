@@ -28,7 +28,8 @@ import (
 // It is for reporting and for the overflow guard (will this request fit
 // the window?). It must never feed back into how an earlier block was
 // rewritten: rewrite decisions use the uncalibrated Estimate, so that
-// appending turns cannot change them (BRIEF principle 3); compaction keeps
+// appending turns cannot change them (a decision about old history is a
+// deterministic function of the session's history); compaction keeps
 // OverflowMargin free below the overflow line instead.
 //
 // Models are keyed by model.Canonical, so dated and undated ids share a
