@@ -335,11 +335,18 @@ func (c *Calibration) factorLocked(key string) (float64, string) {
 	}
 	ff, cached := c.families[fam]
 	if !cached || ff.gen != c.gen {
-		var pool [][2]int
+		// The family's models in order: the fit's sums, and so the
+		// factor's last bits, do not depend on the map's order.
+		var keys []string
 		for k, s := range c.byModel {
 			if len(s.Growth) > 0 && model.Family(k) == fam {
-				pool = append(pool, s.Growth...)
+				keys = append(keys, k)
 			}
+		}
+		slices.Sort(keys)
+		var pool [][2]int
+		for _, k := range keys {
+			pool = append(pool, c.byModel[k].Growth...)
 		}
 		ff = familyFit{gen: c.gen}
 		if len(pool) >= CalibrationMinObservations {
