@@ -193,6 +193,9 @@ func (j *jobs) run(key string, jb *job, in *spanInput, req *Job) {
 		// extractive summary (newRecord).
 		rec, err = p.put(ctx, key, p.newRecord(ctx, in, sum.Text, sum.Model, inTok, sum.OutputTokens))
 	}
+	if rec == nil && j.ctx.Err() != nil {
+		j.release(key) // closed before the summary was stored
+	}
 	j.mu.Lock()
 	switch {
 	case errors.Is(err, ErrBreakerOpen):
@@ -236,6 +239,28 @@ func (j *jobs) lease(ctx context.Context, key string, now time.Time) (mine bool,
 		return false, deadline, err
 	}
 	return string(cur) == string(val), deadline, nil
+}
+
+// releaseTimeout bounds giving a lease up when the pass closes.
+const releaseTimeout = 2 * time.Second
+
+// release gives up the lease of the span named key if this process holds
+// it: a job that ends unfinished because the pass closes (a restart, a
+// shutdown) leaves no lease behind, so another process on the store asks
+// for the summary at once instead of watching, until the lease's
+// deadline (the job timeout), for a summary that will not come. The lease
+// is ended, not removed: its deadline is set in the past.
+func (j *jobs) release(key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	st := j.p.blobs.Store
+	cur, err := st.Get(ctx, key+"/lease")
+	if err != nil || !strings.HasPrefix(string(cur), j.owner+" ") {
+		return
+	}
+	if err := st.Put(ctx, key+"/lease", []byte(j.owner+" 0")); err != nil {
+		j.p.log.Warn("compact: giving up a summary's lease", "span", key, "err", err)
+	}
 }
 
 // leasePoll is how often a process watching another's summary looks for
