@@ -66,11 +66,11 @@ type cachedSession struct {
 // process, so a client cannot craft bodies whose hashes collide.
 var hashSeed = maphash.MakeSeed()
 
-// fingerprint is what a memo keeps of a body instead of its bytes: hashes of its
-// pieces, cut at the offsets protocol.Protocol.Stable looks at, so that
-// the next request can be checked against them to find the bytes it
-// repeats, and so that messages can be compared at moved offsets
-// (extendsPrev).
+// fingerprint is what a memo keeps of a body instead of its bytes:
+// hashes of its pieces, cut at the offsets protocol.Protocol.Stable looks
+// at, so that the next request can be checked against them to find the
+// bytes it repeats, and so that messages can be compared at moved
+// offsets (extendsPrev).
 //
 // The cuts are, for each message k of the parse, Span.Start+1 (its first
 // byte) and Span.End: sums[2k] hashes the bytes from the cut before (0 for
@@ -94,8 +94,8 @@ func cut(c *conversation.Conversation, j int) int {
 	return c.Messages[j/2].Span.End
 }
 
-// fill makes p the fingerprint of c (whose Body is set), keeping the first
-// reuse sums, which the caller knows to hash the same bytes.
+// fill makes p the fingerprint of c (whose Body is set), keeping the
+// first reuse sums, which the caller knows to hash the same bytes.
 func (p *fingerprint) fill(c *conversation.Conversation, reuse int) {
 	b := c.Body
 	p.sums = p.sums[:reuse]
