@@ -13,7 +13,7 @@
 // (SetBreakers): how many are closed, open or probing, how often they
 // opened and how many calls they refused, per dependency ("summarizer").
 //
-// The metrics and their meaning are documented in the README's Metrics
+// The metrics and their meaning are documented in docs/observability.md's Metrics
 // section (a test keeps the two in step).
 package metrics
 

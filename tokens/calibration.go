@@ -3,6 +3,7 @@ package tokens
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -28,8 +29,7 @@ import (
 // It is for reporting and for the overflow guard (will this request fit
 // the window?). It must never feed back into how an earlier block was
 // rewritten: rewrite decisions use the uncalibrated Estimate, so that
-// appending turns cannot change them (a decision about old history is a
-// deterministic function of the session's history); compaction keeps
+// appending turns cannot change them (BRIEF principle 3); compaction keeps
 // OverflowMargin free below the overflow line instead.
 //
 // Models are keyed by model.Canonical, so dated and undated ids share a
@@ -335,18 +335,13 @@ func (c *Calibration) factorLocked(key string) (float64, string) {
 	}
 	ff, cached := c.families[fam]
 	if !cached || ff.gen != c.gen {
-		// The family's models in order: the fit's sums, and so the
-		// factor's last bits, do not depend on the map's order.
-		var keys []string
-		for k, s := range c.byModel {
-			if len(s.Growth) > 0 && model.Family(k) == fam {
-				keys = append(keys, k)
-			}
-		}
-		slices.Sort(keys)
+		// The models in a fixed order: the fit's float sums, and so the
+		// factor, do not depend on the map's order.
 		var pool [][2]int
-		for _, k := range keys {
-			pool = append(pool, c.byModel[k].Growth...)
+		for _, k := range slices.Sorted(maps.Keys(c.byModel)) {
+			if s := c.byModel[k]; len(s.Growth) > 0 && model.Family(k) == fam {
+				pool = append(pool, s.Growth...)
+			}
 		}
 		ff = familyFit{gen: c.gen}
 		if len(pool) >= CalibrationMinObservations {

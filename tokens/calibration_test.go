@@ -379,3 +379,34 @@ func TestCalibrationOldState(t *testing.T) {
 		t.Errorf("written state as version 1 reads it: %+v %v", v1, err)
 	}
 }
+
+// TestCalibrationFamilyDeterministic: a model without data of its own
+// borrows its family's growth pairs, pooled from several models; the
+// factor is the same, to the last bit, however the models are stored.
+func TestCalibrationFamilyDeterministic(t *testing.T) {
+	models := []string{"gpt-5.2-codex", "gpt-5.1-codex-max", "gpt-5-codex", "gpt-5.1", "gpt-5.2"}
+	factor := func() float64 {
+		c := NewCalibrationHalfLife(0)
+		for i, m := range models {
+			for k := range 40 {
+				e := 1000 + 137*i + 613*k%977
+				r := e * (700 + 71*i + (37*k)%113) / 1000
+				if k%5 == 0 {
+					r = e * 3 / 2 // far off the fit: weighed down by a fraction
+				}
+				c.ObserveGrowth(m, e, r)
+			}
+		}
+		f, b := c.FactorBasis("gpt-5.3-codex")
+		if b != "family" {
+			t.Fatalf("basis %q, want family", b)
+		}
+		return f
+	}
+	want := factor()
+	for range 50 {
+		if got := factor(); got != want {
+			t.Fatalf("family factor %v, then %v: the pooled pairs' order follows the map's", want, got)
+		}
+	}
+}

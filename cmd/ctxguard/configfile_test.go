@@ -13,19 +13,19 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 )
 
-var update = flag.Bool("update", false, "rewrite config/starter.yaml from the README's configuration block")
+var update = flag.Bool("update", false, "rewrite config/starter.yaml from the configuration block of docs/configuration.md")
 
-// TestStarterFromREADME: the starter file `config --init` writes is its
-// header, then the README's configuration block (the defaults, which
-// TestREADMEConfig checks) with every line commented out, so the two
+// TestStarterFromDocs: the starter file `config --init` writes is its
+// header, then the configuration block of docs/configuration.md (the defaults, which
+// TestDocsConfig checks) with every line commented out, so the two
 // never drift apart. -update rewrites the file's part after the header.
-func TestStarterFromREADME(t *testing.T) {
+func TestStarterFromDocs(t *testing.T) {
 	const sep = "# The defaults:\n"
 	header, _, ok := strings.Cut(string(config.Starter()), sep)
 	if !ok {
 		t.Fatalf("config/starter.yaml has no %q line after its header", strings.TrimSpace(sep))
 	}
-	block := string(readmeConfigBlock(t))
+	block := string(docsConfigBlock(t))
 	// The block's first line says it is checked; the starter's header
 	// says what it is.
 	_, block, _ = strings.Cut(block, "\n")
@@ -43,7 +43,7 @@ func TestStarterFromREADME(t *testing.T) {
 		return
 	}
 	if d := cmp.Diff(want, string(config.Starter())); d != "" {
-		t.Errorf("config/starter.yaml is not the README's configuration block commented out (go test ./cmd/ctxguard -run TestStarterFromREADME -update rewrites it) (-want +got):\n%s", d)
+		t.Errorf("config/starter.yaml is not the configuration block of docs/configuration.md commented out (go test ./cmd/ctxguard -run TestStarterFromDocs -update rewrites it) (-want +got):\n%s", d)
 	}
 }
 

@@ -206,8 +206,7 @@ At start-up it prints the line for each client and the dashboard's URL,
 and warns about an upstream it cannot reach.
 
 SIGTERM drains: no new connections, the requests in flight end (at most
-timeouts.drain). SIGHUP reloads the configuration (see the README,
-Operations).
+timeouts.drain). SIGHUP reloads the configuration (see docs/operations.md).
 ` + commonHelp
 
 const configHelp = `usage: ctxguard config [flags]

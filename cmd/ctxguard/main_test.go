@@ -245,66 +245,66 @@ func killIfAlive(pid int) error {
 	return p.Kill()
 }
 
-// TestREADMEConfig: the configuration block in the README shows what
+// TestDocsConfig: the configuration block in docs/configuration.md shows what
 // `ctxguard config` prints: loaded as a config file, it is the effective
 // configuration with no file at all.
-// TestREADMERestartOnly: the README's paragraph on SIGHUP names exactly
+// TestDocsRestartOnly: docs/operations.md's paragraph on SIGHUP names exactly
 // the settings a reload cannot change (config.RestartOnly).
-func TestREADMERestartOnly(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+func TestDocsRestartOnly(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("(?s)A few settings need a\\s+restart: (.*?); a file that changes them").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("README: no list of the settings that need a restart")
+		t.Fatal("docs/operations.md: no list of the settings that need a restart")
 	}
 	var got []string
 	for _, k := range regexp.MustCompile("`([a-z_.]+)`").FindAllSubmatch(m[1], -1) {
 		got = append(got, string(k[1]))
 	}
 	if d := cmp.Diff(config.RestartOnly(), got); d != "" {
-		t.Errorf("the README's restart-only settings differ from config.RestartOnly (-code +README):\n%s", d)
+		t.Errorf("the documented restart-only settings differ from config.RestartOnly (-code +docs):\n%s", d)
 	}
 }
 
-// readmeConfigBlock returns the README's configuration block: the
+// docsConfigBlock returns the configuration block of docs/configuration.md: the
 // defaults, as YAML with a comment on each setting.
-func readmeConfigBlock(t *testing.T) []byte {
+func docsConfigBlock(t *testing.T) []byte {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("(?s)## Configuration.*?```yaml\n(.*?)```").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("README: no ```yaml block under ## Configuration")
+		t.Fatal("docs/configuration.md: no ```yaml block under ## Configuration")
 	}
 	return m[1]
 }
 
-func TestREADMEConfig(t *testing.T) {
+func TestDocsConfig(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_DATA_HOME", "")
 	for _, k := range []string{"CTXGUARD_LISTEN", "CTXGUARD_UPSTREAM", "CTXGUARD_DATA_DIR", "CTXGUARD_AUTH_TOKEN"} {
 		t.Setenv(k, "")
 	}
-	block := readmeConfigBlock(t)
+	block := docsConfigBlock(t)
 	file := filepath.Join(t.TempDir(), "readme.yaml")
 	if err := os.WriteFile(file, block, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, fromREADME, stderr := runCmd("config", "--config", file)
+	code, fromDocs, stderr := runCmd("config", "--config", file)
 	if code != 0 {
-		t.Fatalf("ctxguard config --config <README block>: exit %d: %s", code, stderr)
+		t.Fatalf("ctxguard config --config <docs block>: exit %d: %s", code, stderr)
 	}
 	code, defaults, stderr := runCmd("config")
 	if code != 0 {
 		t.Fatalf("ctxguard config: exit %d: %s", code, stderr)
 	}
-	if d := cmp.Diff(defaults, fromREADME); d != "" {
-		t.Errorf("the README's config block differs from the defaults `ctxguard config` prints (-config +README):\n%s", d)
+	if d := cmp.Diff(defaults, fromDocs); d != "" {
+		t.Errorf("the documented config block differs from the defaults `ctxguard config` prints (-config +docs):\n%s", d)
 	}
 	// Every top-level section is shown.
 	cfg := config.Defaults()
@@ -312,7 +312,7 @@ func TestREADMEConfig(t *testing.T) {
 	for _, line := range strings.Split(string(b), "\n") {
 		if k, _, ok := strings.Cut(line, ":"); ok && k != "" && !strings.HasPrefix(k, " ") {
 			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(k) + `:`).Match(block) {
-				t.Errorf("README config block lacks the top-level key %q", k)
+				t.Errorf("the documented config block lacks the top-level key %q", k)
 			}
 		}
 	}

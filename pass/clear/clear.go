@@ -116,7 +116,7 @@ type Reads struct {
 
 // Defaults returns the clearing configuration ctxguard ships with. The
 // figures come from replaying the real Claude Code and Codex sessions in
-// the project's data (see the README): they cut tokens and cache-aware
+// the project's data (see docs/results.md): they cut tokens and cache-aware
 // cost together while every stub still says where its content went. What
 // agents quote back long after reading it is file text (an edit quotes
 // the lines it replaces), so beyond the newest two tool calls only the

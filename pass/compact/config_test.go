@@ -82,22 +82,22 @@ func TestCapText(t *testing.T) {
 	}
 }
 
-// TestREADMECompactionTable: the README's table of compaction limits
+// TestDocsCompactionTable: docs/how-it-works.md's table of compaction limits
 // (and its statement of the summary budget) is what the code resolves,
 // for each model it names (whose window and maximum output are the
 // registry's) and for replay's 64K window.
-func TestREADMECompactionTable(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+func TestDocsCompactionTable(t *testing.T) {
+	b, err := os.ReadFile("../../docs/how-it-works.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(b), "\n## Compaction\n")
 	if !ok {
-		t.Fatal("README.md has no ## Compaction section")
+		t.Fatal("docs/how-it-works.md has no ## Compaction section")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	if want := "the summary budget an\neighth of the overflow line, within 500–65,536 tokens"; !strings.Contains(section, want) || model.SummaryDivisor != 8 || model.SummaryBudgetMin != 500 || model.SummaryBudgetMax != 65_536 {
-		t.Errorf("the README's statement of the summary budget (%q) is not the code's (1/%d of the line, within %d–%d)", want, model.SummaryDivisor, model.SummaryBudgetMin, model.SummaryBudgetMax)
+		t.Errorf("docs/how-it-works.md's statement of the summary budget (%q) is not the code's (1/%d of the line, within %d–%d)", want, model.SummaryDivisor, model.SummaryBudgetMin, model.SummaryBudgetMax)
 	}
 	num := func(s string) int {
 		n, err := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(s), ",", ""))
@@ -125,7 +125,7 @@ func TestREADMECompactionTable(t *testing.T) {
 		if name := m[1]; !strings.HasPrefix(name, "`") {
 			in := model.Default().Lookup(name)
 			if in.Window != window || in.MaxOutput != maxOut {
-				t.Errorf("%s: the README says %d / %d, the registry %d / %d", name, window, maxOut, in.Window, in.MaxOutput)
+				t.Errorf("%s: docs/how-it-works.md'says %d / %d, the registry %d / %d", name, window, maxOut, in.Window, in.MaxOutput)
 			}
 		}
 		cells := strings.Split(strings.Trim(m[4], " |"), "|")
@@ -135,7 +135,7 @@ func TestREADMECompactionTable(t *testing.T) {
 		}
 		l := Defaults().resolve(window, maxOut)
 		if want := []int{l.line, l.prepare, l.swap, l.force, l.protect, l.budget}; !slices.Equal(got, want) {
-			t.Errorf("README row %q: %v, the code resolves %v", m[1], got, want)
+			t.Errorf("docs/how-it-works.md row %q: %v, the code resolves %v", m[1], got, want)
 		}
 	}
 	if rows < 4 {
@@ -152,9 +152,9 @@ func (s *jobSummarizer) Summarize(ctx context.Context, j *Job) (Summary, error) 
 }
 
 // TestOneBudget (defect 6): a model's summary and the extractive one have
-// one budget, the one the README's table states (TestREADMECompactionTable):
+// one budget, the one docs/how-it-works.md's table states (TestDocsCompactionTable):
 // the extractive summary of a long span fills it (it was capped at an
-// eighth of the line while the README and the summarizer's limit said 15%
+// eighth of the line while the docs and the summarizer's limit said 15%
 // of the window), and the summarizer is asked for no more.
 func TestOneBudget(t *testing.T) {
 	lim := Defaults().resolve(64_000, 8_000)

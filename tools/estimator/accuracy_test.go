@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // TestAccuracyTestdata runs the measurement on the small real sessions in
 // tools/transcript/testdata; the report is a golden file.
 func TestAccuracyTestdata(t *testing.T) {
-	ss, err := transcript.Load([]string{"../tools/transcript/testdata/claude-code", "../tools/transcript/testdata/swe-agent"}, transcript.Options{})
+	ss, err := transcript.Load([]string{"../transcript/testdata/claude-code", "../transcript/testdata/swe-agent"}, transcript.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

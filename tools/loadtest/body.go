@@ -16,13 +16,13 @@ import (
 // Options.Sessions is empty: the shared data folder beside the module
 // (root/../shared/data/claude-code, real Claude Code sessions, when it
 // holds any .jsonl file), else the transcripts in the repository
-// (root/transcript/testdata/claude-code).
+// (root/tools/transcript/testdata/claude-code).
 func DefaultSessions(root string) []string {
 	shared := filepath.Join(root, "..", "shared", "data", "claude-code")
 	if m, _ := filepath.Glob(filepath.Join(shared, "*.jsonl")); len(m) > 0 {
 		return []string{filepath.Clean(shared)}
 	}
-	return []string{filepath.Join(root, "transcript", "testdata", "claude-code")}
+	return []string{filepath.Join(root, "tools", "transcript", "testdata", "claude-code")}
 }
 
 // Source makes Claude Code-shaped request bodies of a chosen size from one

@@ -20,7 +20,7 @@ func testSource(t *testing.T) *Source {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := NewSource([]string{filepath.Join(root, "transcript", "testdata", "claude-code")}, "")
+	src, err := NewSource([]string{filepath.Join(root, "tools", "transcript", "testdata", "claude-code")}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

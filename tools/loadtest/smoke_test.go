@@ -22,7 +22,7 @@ func smokeRun(t *testing.T, opt Options) *Report {
 		t.Fatal(err)
 	}
 	opt.Root = root
-	opt.Sessions = []string{filepath.Join(root, "transcript", "testdata", "claude-code")}
+	opt.Sessions = []string{filepath.Join(root, "tools", "transcript", "testdata", "claude-code")}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, opt)

@@ -8,17 +8,17 @@ import (
 	"testing"
 )
 
-// TestREADMEDocumentsEveryMetric checks the README's Metrics table
+// TestDocsDocumentEveryMetric checks docs/observability.md's Metrics table
 // against the registry: every ctxguard_ family it exposes has a row with
 // its type and labels, and every row names one it exposes.
-func TestREADMEDocumentsEveryMetric(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+func TestDocsDocumentEveryMetric(t *testing.T) {
+	b, err := os.ReadFile("../docs/observability.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(b), "\n## Metrics\n")
 	if !ok {
-		t.Fatal("README.md has no ## Metrics section")
+		t.Fatal("docs/observability.md has no ## Metrics section")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 
@@ -28,7 +28,7 @@ func TestREADMEDocumentsEveryMetric(t *testing.T) {
 	for line := range strings.SplitSeq(section, "\n") {
 		if m := rowRE.FindStringSubmatch(line); m != nil {
 			if _, dup := documented[m[1]]; dup {
-				t.Errorf("README documents %s twice", m[1])
+				t.Errorf("docs/observability.md documents %s twice", m[1])
 			}
 			documented[m[1]] = row{m[2], strings.TrimSpace(m[3])}
 		}
@@ -48,12 +48,12 @@ func TestREADMEDocumentsEveryMetric(t *testing.T) {
 		exposed++
 		doc, ok := documented[name]
 		if !ok {
-			t.Errorf("README's Metrics section does not document %s", name)
+			t.Errorf("docs/observability.md's Metrics section does not document %s", name)
 			continue
 		}
 		delete(documented, name)
 		if want := strings.ToLower(mf.GetType().String()); doc.typ != want {
-			t.Errorf("README: %s is a %s, the registry's a %s", name, doc.typ, want)
+			t.Errorf("docs/observability.md: %s is a %s, the registry's a %s", name, doc.typ, want)
 		}
 		var labels []string
 		for _, l := range mf.Metric[0].Label {
@@ -63,11 +63,11 @@ func TestREADMEDocumentsEveryMetric(t *testing.T) {
 		got := strings.Split(doc.labels, ", ")
 		slices.Sort(got)
 		if !slices.Equal(got, labels) {
-			t.Errorf("README: %s has labels %q, the registry's %q", name, doc.labels, labels)
+			t.Errorf("docs/observability.md: %s has labels %q, the registry's %q", name, doc.labels, labels)
 		}
 	}
 	for name := range documented {
-		t.Errorf("README's Metrics section documents %s, which the registry does not expose", name)
+		t.Errorf("docs/observability.md's Metrics section documents %s, which the registry does not expose", name)
 	}
 	if exposed < 15 {
 		t.Errorf("only %d ctxguard_ families exposed", exposed)
