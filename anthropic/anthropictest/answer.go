@@ -1,10 +1,18 @@
 package anthropictest
 
 import (
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
@@ -165,6 +173,134 @@ func chunks(s string, n int) []string {
 		}
 		out = append(out, s[:k])
 		s = s[k:]
+	}
+	return out
+}
+
+// Events renders t's streamed answer as the list of SSE events the Server
+// would send for req (useful for benchmarks that replay a stream).
+func (s *Server) Events(req *Request, t Turn) []string {
+	return s.answer(req, &t).events(t.Ping)
+}
+
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, t *Turn, a *answer) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	var out io.Writer = w
+	var enc encoderFlusher
+	if t.ContentEncoding != "" {
+		h.Set("Content-Encoding", t.ContentEncoding)
+		enc = encoder(t.ContentEncoding, w)
+		out = enc
+	}
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	events := a.events(t.Ping)
+	if t.Error != nil {
+		n := max(t.ErrorAfter, 0)
+		if n > len(events) {
+			n = len(events)
+		}
+		events = append(events[:n:n], "event: error\ndata: "+`{"type":"error","error":{"type":`+q(t.Error.Type)+`,"message":`+q(t.Error.Message)+`}}`+"\n\n")
+	}
+	for i, e := range events {
+		if i > 0 && t.EventDelay > 0 && !sleep(r.Context(), t.EventDelay) {
+			return
+		}
+		if t.Hook != nil {
+			t.Hook(i + 1)
+		}
+		if r.Context().Err() != nil {
+			return
+		}
+		parts := []string{e}
+		if t.ChunkSize > 0 {
+			parts = chunks(e, t.ChunkSize)
+		}
+		for _, p := range parts {
+			if _, err := io.WriteString(out, p); err != nil {
+				return
+			}
+			if enc != nil {
+				if err := enc.Flush(); err != nil {
+					return
+				}
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+	}
+	if enc != nil {
+		_ = enc.Close()
+		_ = rc.Flush()
+	}
+}
+
+type encoderFlusher interface {
+	io.WriteCloser
+	Flush() error
+	Reset(io.Writer)
+}
+
+func encoder(name string, w io.Writer) encoderFlusher {
+	switch name {
+	case "gzip":
+		return gzip.NewWriter(w)
+	case "br":
+		return brotli.NewWriter(w)
+	case "zstd":
+		e, _ := zstd.NewWriter(w, zstd.WithEncoderConcurrency(1))
+		return e
+	case "deflate":
+		return zlib.NewWriter(w)
+	}
+	panic("anthropictest: unknown content encoding " + name)
+}
+
+// Compress returns body compressed with the named content encoding
+// ("gzip", "br", "zstd" or "deflate").
+func Compress(name string, body []byte) []byte {
+	var buf bytes.Buffer
+	e := encoder(name, &buf)
+	_, _ = e.Write(body)
+	_ = e.Close()
+	return buf.Bytes()
+}
+
+// decode undoes a Content-Encoding, returning body itself when there is
+// none or decoding fails.
+func decode(enc string, body []byte) []byte {
+	var r io.Reader
+	var err error
+	src := bytes.NewReader(body)
+	switch strings.ToLower(strings.TrimSpace(enc)) {
+	case "":
+		return body
+	case "gzip", "x-gzip":
+		r, err = gzip.NewReader(src)
+	case "br":
+		r = brotli.NewReader(src)
+	case "zstd":
+		var d *zstd.Decoder
+		d, err = zstd.NewReader(src, zstd.WithDecoderConcurrency(1))
+		if err == nil {
+			defer d.Close()
+			r = d
+		}
+	case "deflate":
+		r, err = zlib.NewReader(src)
+	default:
+		return body
+	}
+	if err != nil {
+		return body
+	}
+	out, err := io.ReadAll(r)
+	if err != nil {
+		return body
 	}
 	return out
 }

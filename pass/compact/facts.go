@@ -48,6 +48,109 @@ type facts struct {
 	earlierCut  int
 }
 
+// note is a text of one span. When Cut > 0, Cut bytes were taken out of
+// its middle: Text is the head, Tail the tail.
+type note struct {
+	Text string `json:"text"`
+	Tail string `json:"tail,omitempty"`
+	Cut  int    `json:"cut,omitempty"`
+	Span int    `json:"span"`
+}
+
+// fileOp is a file the agent read, created, edited or deleted.
+type fileOp struct {
+	Path string `json:"path"`
+	Op   string `json:"op"` // one of opRead, opCreated, opEdited, opDeleted
+	Span int    `json:"span"`
+}
+
+const (
+	opCreated = "created"
+	opEdited  = "edited"
+	opDeleted = "deleted"
+	opRead    = "read"
+)
+
+// fileOps are the operations in the order a summary lists them.
+var fileOps = []string{opCreated, opEdited, opDeleted, opRead}
+
+// search is a Glob or Grep call: its pattern, path and file filter.
+type search struct {
+	Tool    string `json:"tool"`
+	Pattern string `json:"pattern"`
+	Path    string `json:"path,omitempty"`
+	Glob    string `json:"glob,omitempty"`
+	Span    int    `json:"span"`
+}
+
+// command is one shell command (its text as run), how often it ran and
+// failed, and the spans it ran in.
+type command struct {
+	Cmd    string `json:"cmd"`
+	Runs   int    `json:"runs"`
+	Failed int    `json:"failed,omitempty"`
+	Spans  []int  `json:"spans"`
+}
+
+// failure is a tool call that failed (a command's non-zero exit, any
+// tool's error result) or that the user refused: the tool, what it was
+// called on, and why, as lines of its output.
+type failure struct {
+	Tool    string   `json:"tool"`
+	What    string   `json:"what,omitempty"`
+	Reason  []string `json:"reason,omitempty"`
+	Command bool     `json:"command,omitempty"` // What is a shell command
+	Exit    string   `json:"exit,omitempty"`    // a command's exit code
+	Refused bool     `json:"refused,omitempty"`
+	Count   int      `json:"count"`
+	Span    int      `json:"span"`
+}
+
+// media is an image or document the conversation carried: where it was
+// (a tool's result, the user's message) and what it was.
+type media struct {
+	Kind  string `json:"kind"`  // image, document
+	Where string `json:"where"` // "the result of Read /a.png", "a user message"
+	What  string `json:"what,omitempty"`
+	Count int    `json:"count"`
+	Span  int    `json:"span"`
+}
+
+// omitted counts items of one kind left out, and the spans holding them.
+type omitted struct {
+	Kind  string `json:"kind"`
+	Count int    `json:"count"`
+	Runs  int    `json:"runs,omitempty"` // for commands: their runs
+	Spans []int  `json:"spans"`
+}
+
+// Caps on one stored item, in bytes: past them an item keeps its head and
+// tail (note.Cut says how much went).
+const (
+	requestCap   = 16 << 10
+	injectedCap  = 400
+	commandCap   = 2000
+	lineCap      = 300 // one line of a failure's reason
+	reasonLines  = 3
+	whatCap      = 300
+	assistantCap = 24 << 10
+	assistantMax = 3 // latest assistant texts kept
+	planItemCap  = 300
+)
+
+// Caps on the number of stored items of one kind: past them the oldest
+// are counted in Omitted, so a record stays bounded however long the
+// session.
+const (
+	maxRequests = 400
+	maxInjected = 40
+	maxFiles    = 2000
+	maxSearches = 400
+	maxCommands = 1500
+	maxFailures = 400
+	maxMedia    = 200
+)
+
 // addFile records an operation on path, once per path and operation.
 func (f *facts) addFile(path, op string, span int) {
 	if path = strings.TrimSpace(path); path == "" {

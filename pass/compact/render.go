@@ -86,13 +86,13 @@ func (f *facts) render(p parts) string {
 		}
 		f.omittedLine(&b, kInjected)
 	}
-	f.writeFiles(&b)
-	f.writeFailures(&b)
-	f.writeMedia(&b)
+	f.renderFiles(&b)
+	f.renderFailures(&b)
+	f.renderMedia(&b)
 	if p == appendix {
 		return b.String()
 	}
-	f.writeCommands(&b)
+	f.renderCommands(&b)
 	if len(f.Plan) > 0 || f.omitted(kPlan) != nil {
 		b.WriteString("\n\n" + hPlan)
 		for _, s := range f.Plan {
@@ -111,8 +111,8 @@ func (f *facts) render(p parts) string {
 	return b.String()
 }
 
-// writeFiles writes the section of the files and searches, if any.
-func (f *facts) writeFiles(b *strings.Builder) {
+// renderFiles writes the files touched and the searches made.
+func (f *facts) renderFiles(b *strings.Builder) {
 	if len(f.Files)+len(f.Searches) > 0 || f.omitted(kFiles) != nil || f.omitted(kSearches) != nil {
 		b.WriteString("\n\n" + hFiles)
 		for _, op := range fileOps {
@@ -152,8 +152,8 @@ func (f *facts) writeFiles(b *strings.Builder) {
 	}
 }
 
-// writeFailures writes the section of the failures, if any.
-func (f *facts) writeFailures(b *strings.Builder) {
+// renderFailures writes what failed and why.
+func (f *facts) renderFailures(b *strings.Builder) {
 	if len(f.Failures) > 0 || f.omitted(kFailures) != nil {
 		b.WriteString("\n\n" + hFailures)
 		for _, x := range f.Failures {
@@ -190,8 +190,8 @@ func (f *facts) writeFailures(b *strings.Builder) {
 	}
 }
 
-// writeMedia writes the section of the images and documents, if any.
-func (f *facts) writeMedia(b *strings.Builder) {
+// renderMedia writes the images and documents the span held.
+func (f *facts) renderMedia(b *strings.Builder) {
 	if len(f.Media) > 0 || f.omitted(kMedia) != nil {
 		b.WriteString("\n\n" + hMedia)
 		for _, m := range f.Media {
@@ -213,9 +213,8 @@ func (f *facts) writeMedia(b *strings.Builder) {
 	}
 }
 
-// writeCommands writes the section of the commands that succeeded, if
-// any (those that only failed are listed with the failures).
-func (f *facts) writeCommands(b *strings.Builder) {
+// renderCommands writes the commands that succeeded (failed ones are with the failures).
+func (f *facts) renderCommands(b *strings.Builder) {
 	if f.succeeded() > 0 || f.omitted(kCommands) != nil || f.omitted(kOldCommands) != nil {
 		b.WriteString("\n\n" + hCommands)
 		for _, x := range f.Commands {

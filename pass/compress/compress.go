@@ -465,7 +465,8 @@ func (p *Pass) mayChange(raw []byte, set *settings) bool {
 		}
 		return next
 	}
-	newlines, line, lineStart := 0, 0, 0 // line feeds; the longest line; where the current one starts
+	newlines, line := 0, 0 // line feeds; longest line
+	lineStart := 0
 	for i := 0; ; {
 		j := bytes.IndexByte(raw[i:], '\\')
 		if j < 0 || i+j+1 >= n {
@@ -514,6 +515,15 @@ func (p *Pass) mayChange(raw []byte, set *settings) bool {
 	}
 	endSeg(n, n)
 	line = max(line, n-lineStart)
+	return p.mayChangeShape(raw, set, newlines, line, long[:min(nlong, len(long))], nlong > len(long))
+}
+
+// mayChangeShape decides, from what mayChange's walk over raw found (its
+// line feeds, its longest line, the stretches long enough to hold a
+// base64 run, and whether there were more of them than the walk keeps),
+// whether a rule may change raw.
+func (p *Pass) mayChangeShape(raw []byte, set *settings, newlines, line int, long [][2]int, tooMany bool) bool {
+	n := len(raw)
 	switch {
 	case set.headLines > 0 && newlines+1 > set.headLines:
 		return true
@@ -523,10 +533,10 @@ func (p *Pass) mayChange(raw []byte, set *settings) bool {
 		return true
 	case set.snapshot && n > p.cfg.Snapshot.TriggerChars && indexAnchored(raw, "[ref=", 0):
 		return true
-	case nlong > len(long):
+	case tooMany:
 		return hasDataURI(raw) || set.bare && hasMagic(raw)
 	}
-	for _, r := range long[:nlong] {
+	for _, r := range long {
 		// A payload and its ";base64," (or a bare run and its signature)
 		// lie in one stretch: none of their characters is escaped.
 		if seg := raw[r[0]:r[1]]; hasDataURI(seg) || set.bare && hasMagic(seg) {
