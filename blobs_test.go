@@ -19,6 +19,10 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/internal/guardtest"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/clearing"
+	"github.com/ctxguard/ctxguard/pass/compress"
+	"github.com/ctxguard/ctxguard/pass/persist"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/store/storetest"
 	"github.com/ctxguard/ctxguard/tools/sessiongen"
@@ -29,10 +33,12 @@ import (
 // session refers to many blobs of both kinds.
 func blobConfig() config.Config {
 	cfg := config.Defaults()
-	cfg.Compress.Enabled = false
-	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
-	cfg.Clear.Payback = 0
-	cfg.Persist.Threshold, cfg.Persist.Preview = 2000, 300
+	pass.Update(&cfg.Passes, func(s *compress.Config) { s.Enabled = false })
+	pass.Update(&cfg.Passes, func(s *clearing.Config) {
+		s.Trigger, s.KeepTokens, s.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
+		s.Payback = 0
+	})
+	pass.Update(&cfg.Passes, func(s *persist.Config) { s.Threshold, s.Preview = 2000, 300 })
 	return cfg
 }
 
@@ -244,8 +250,8 @@ func TestGuardNotWritable(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.DataDir = filepath.Join(file, "ctxguard") // ENOTDIR
 	cfg.Limits.MemoryStore = 1 << 20
-	cfg.Compress.Enabled = false
-	cfg.Persist.Threshold, cfg.Persist.Preview = 5000, 500
+	pass.Update(&cfg.Passes, func(s *compress.Config) { s.Enabled = false })
+	pass.Update(&cfg.Passes, func(s *persist.Config) { s.Threshold, s.Preview = 5000, 500 })
 	var logs bytes.Buffer
 	g, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {

@@ -30,7 +30,7 @@ import (
 	"github.com/ctxguard/ctxguard/observe"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
-	"github.com/ctxguard/ctxguard/pass/compact"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/proxy"
@@ -52,7 +52,7 @@ type Guard struct {
 	// What the Options set, for New.
 	log        *slog.Logger
 	store      store.Store
-	summarizer compact.Summarizer
+	summarizer pass.Summarizer
 	now        func() time.Time
 }
 
@@ -81,7 +81,7 @@ func WithStore(s store.Store) Option { return func(g *Guard) { g.store = s } }
 // WithSummarizer sets what writes compaction summaries and digests
 // (default: the configured one, compact.SummarizerConfig, made by package
 // summarize).
-func WithSummarizer(s compact.Summarizer) Option { return func(g *Guard) { g.summarizer = s } }
+func WithSummarizer(s pass.Summarizer) Option { return func(g *Guard) { g.summarizer = s } }
 
 // WithClock sets the clock blob uses and sweeps are timed by (default
 // time.Now), for tests. A store given with WithStore keeps its own clock.
@@ -137,10 +137,11 @@ func Protocols() []protocol.Protocol {
 	return []protocol.Protocol{anthropic.Protocol, responses.Protocol, chat.Protocol}
 }
 
-// Compile builds the pipeline cfg describes, in the order passes must run
-// (engine.Compile). It also returns the compaction pass, if any, whose
-// background work its owner stops (compact.Pass.Close).
-func Compile(cfg config.Config, d Deps) (*pipeline.Pipeline, *compact.Pass, error) {
+// Compile builds the pipeline cfg describes: the passes it switches on,
+// as package pass's registry has them (engine.Compile). stop ends the
+// passes' background work (the summaries compaction is writing); call it
+// once the pipeline is no longer used.
+func Compile(cfg config.Config, d Deps) (pipe *pipeline.Pipeline, stop func(), err error) {
 	return engine.Compile(cfg, d)
 }
 

@@ -22,7 +22,7 @@ func TestReloadHandler(t *testing.T) {
 		{"upstream", func(c *config.Config) { c.Upstreams.Anthropic = "http://127.0.0.1:9" }, "upstreams", true},
 		{"max_body", func(c *config.Config) { c.MaxBody /= 2 }, "max_body", true},
 		{"log.dump_bodies", func(c *config.Config) { c.Log.DumpBodies = !c.Log.DumpBodies }, "log", true},
-		{"compress", func(c *config.Config) { c.Compress.Enabled = !c.Compress.Enabled }, "compress", false},
+		{"compress", func(c *config.Config) { c.Passes.Switch("compress", !c.Passes.Enabled("compress")) }, "compress", false},
 		{"nothing", func(*config.Config) {}, "", false},
 	} {
 		next := g.Config()

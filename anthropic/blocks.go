@@ -8,86 +8,52 @@ import (
 // Depths of nesting in a request: root 0, messages array 1, message 2,
 // content 3, block 4, tool result content 5, part 6.
 const (
-	dMessages = 1
-	dMessage  = 2
-	dContent  = 3
-	dBlock    = 4
-	dParts    = 5
-	dPart     = 6
+	dMessage = 2
+	dContent = 3
+	dBlock   = 4
+	dParts   = 5
+	dPart    = 6
 )
 
-func (p *parser) messages(v int) (int, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i >= len(p.b) || p.b[i] != '[' {
-		s, err := jsonscan.ValueAt(p.b, v, dMessages)
-		if err != nil {
-			return 0, err
-		}
-		return 0, shapeErr(s.Start, "messages is not an array")
-	}
-	if p.sawMessages {
-		// A repeated key: the last one wins, as in encoding/json.
-		p.bld.Clear()
-	}
-	p.sawMessages = true
-	if pv := p.prev; pv != nil && pv.List.Start == i && len(p.bld.Msgs) == 0 {
-		p.prev = nil // only the first messages key can be reused
-		s, err := jsonscan.ArrayEachAfter(p.b, i, p.reuse(pv, p.stable), p.message)
-		p.c.List = s
-		return s.End, err
-	}
-	s, err := jsonscan.ArrayEach(p.b, i, dMessages, p.message)
-	p.c.List = s
-	return s.End, err
-}
-
-// reuse takes the first n messages of an earlier parse of the same bytes
-// over and returns where the last of them ends.
-func (p *parser) reuse(prev *conv, n int) int {
-	end, marks := p.bld.Reuse(prev, n)
-	p.marks[2] += marks
-	return end
-}
-
 func (p *parser) message(v int) (int, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i >= len(p.b) || p.b[i] != '{' {
-		s, err := jsonscan.ValueAt(p.b, v, dMessage)
+	i := jsonscan.SkipSpace(p.B, v)
+	if i >= len(p.B) || p.B[i] != '{' {
+		s, err := jsonscan.ValueAt(p.B, v, dMessage)
 		if err != nil {
 			return 0, err
 		}
-		return 0, shapeErr(s.Start, "message is not an object")
+		return 0, p.ShapeErr(s.Start, "message is not an object")
 	}
 	var m conversation.Message
-	first := len(p.bld.Blocks)
+	first := len(p.Bld.Blocks)
 	var sawContent bool
-	s, err := jsonscan.ObjectEach(p.b, i, dMessage, func(k span, v int) (int, error) {
-		switch string(p.keyRaw(k)) {
+	s, err := jsonscan.ObjectEach(p.B, i, dMessage, func(k span, v int) (int, error) {
+		switch string(p.Key(k)) {
 		case "role":
-			r, err := jsonscan.ValueAt(p.b, v, dContent)
+			r, err := jsonscan.ValueAt(p.B, v, dContent)
 			if err != nil {
 				return 0, err
 			}
-			m.Role = role(p.b, r)
+			m.Role = role(p.B, r)
 			return r.End, nil
 		case "content":
 			// Last one wins: drop blocks of an earlier content key.
-			p.bld.TruncBlocks(first)
+			p.Bld.TruncBlocks(first)
 			sawContent = true
 			c, str, err := p.content(v)
 			m.Content, m.ContentString = c, str
 			return c.End, err
 		}
-		return jsonscan.Skip(p.b, v, dContent)
+		return jsonscan.Skip(p.B, v, dContent)
 	})
 	if err != nil {
 		return 0, err
 	}
 	if !sawContent {
-		return 0, shapeErr(s.Start, "message without content")
+		return 0, p.ShapeErr(s.Start, "message without content")
 	}
 	m.Span = s
-	p.bld.Message(m, first)
+	p.Bld.Message(m, first)
 	return s.End, nil
 }
 
@@ -107,37 +73,31 @@ func role(b []byte, r span) conversation.Role {
 // array of blocks. Anything else is kept as the message's content with no
 // blocks, so nothing in it is ever edited.
 func (p *parser) content(v int) (span, bool, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i < len(p.b) && p.b[i] == '[' {
-		s, err := jsonscan.ArrayEach(p.b, i, dContent, p.block)
-		return s, false, err
+	s, str, err := p.Content(v, dContent, p.block)
+	if str {
+		p.Bld.Block(conversation.Block{Kind: conversation.Text, Type: "text", Span: s, Text: s}, len(p.Bld.Parts))
 	}
-	s, err := jsonscan.ValueAt(p.b, v, dContent)
-	if err != nil || jsonscan.KindOf(p.b, s) != jsonscan.String {
-		return s, false, err
-	}
-	p.bld.Block(conversation.Block{Kind: conversation.Text, Type: "text", Span: s, Text: s}, len(p.bld.Parts))
-	return s, true, nil
+	return s, str, err
 }
 
 // block parses one content block. Blocks that are not objects, and object
 // blocks of types ctxguard does not know, are Opaque.
 func (p *parser) block(v int) (int, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i >= len(p.b) || p.b[i] != '{' {
-		s, err := jsonscan.ValueAt(p.b, v, dBlock)
+	i := jsonscan.SkipSpace(p.B, v)
+	if i >= len(p.B) || p.B[i] != '{' {
+		s, err := jsonscan.ValueAt(p.B, v, dBlock)
 		if err != nil {
 			return 0, err
 		}
-		p.bld.Block(conversation.Block{Kind: conversation.Opaque, Span: s}, len(p.bld.Parts))
+		p.Bld.Block(conversation.Block{Kind: conversation.Opaque, Span: s}, len(p.Bld.Parts))
 		return s.End, nil
 	}
 	var blk conversation.Block
 	var typ, isErr, text, thinking, signature, data span
-	firstPart := len(p.bld.Parts)
-	s, err := jsonscan.ObjectEach(p.b, i, dBlock, func(k span, v int) (int, error) {
+	firstPart := len(p.Bld.Parts)
+	s, err := jsonscan.ObjectEach(p.B, i, dBlock, func(k span, v int) (int, error) {
 		var dst *span
-		switch string(p.keyRaw(k)) {
+		switch string(p.Key(k)) {
 		case "type":
 			dst = &typ
 		case "text":
@@ -159,14 +119,14 @@ func (p *parser) block(v int) (int, error) {
 		case "cache_control":
 			return p.cacheControl(v, dBlock+1, &blk.CacheControl, k)
 		case "content":
-			p.bld.Parts = p.bld.Parts[:firstPart]
+			p.Bld.Parts = p.Bld.Parts[:firstPart]
 			c, err := p.resultContent(v)
 			blk.Content = c
 			return c.End, err
 		default:
-			return jsonscan.Skip(p.b, v, dBlock+1)
+			return jsonscan.Skip(p.B, v, dBlock+1)
 		}
-		x, err := jsonscan.ValueAt(p.b, v, dBlock+1)
+		x, err := jsonscan.ValueAt(p.B, v, dBlock+1)
 		*dst = x
 		return x.End, err
 	})
@@ -175,13 +135,13 @@ func (p *parser) block(v int) (int, error) {
 	}
 	blk.Span = s
 	blk.Call = [2]int{-1, -1}
-	blk.Kind = kindOf(p.b, typ)
+	blk.Kind = kindOf(p.B, typ)
 	if blk.Type = typeNames[blk.Kind]; blk.Kind == conversation.Opaque && !typ.IsZero() {
-		if t, err := jsonscan.Unquote(typ.Bytes(p.b)); err == nil {
+		if t, err := jsonscan.Unquote(typ.Bytes(p.B)); err == nil {
 			blk.Type = t
 		}
 	}
-	blk.IsError = string(isErr.Bytes(p.b)) == "true"
+	blk.IsError = string(isErr.Bytes(p.B)) == "true"
 	switch blk.Kind {
 	case conversation.Text:
 		blk.Text = text
@@ -193,7 +153,7 @@ func (p *parser) block(v int) (int, error) {
 	// Keep only the spans that mean what this package says they mean for
 	// the block's kind, and demote blocks whose fields are not the types
 	// the API requires, so passes never edit what they misread.
-	str := func(x span) bool { return jsonscan.KindOf(p.b, x) == jsonscan.String }
+	str := func(x span) bool { return jsonscan.KindOf(p.B, x) == jsonscan.String }
 	switch blk.Kind {
 	case conversation.Text:
 		if !str(blk.Text) {
@@ -220,13 +180,13 @@ func (p *parser) block(v int) (int, error) {
 		blk.Signature = span{} // a signature only where it is one (Block.Signature)
 	}
 	if blk.Kind != conversation.ToolResult {
-		p.bld.Parts = p.bld.Parts[:firstPart]
+		p.Bld.Parts = p.Bld.Parts[:firstPart]
 		blk.Content = span{}
 	}
 	if blk.Kind != conversation.ToolCall && blk.Kind != conversation.ToolResult {
 		blk.ID, blk.Name, blk.Input = span{}, span{}, span{}
 	}
-	p.bld.Block(blk, firstPart)
+	p.Bld.Block(blk, firstPart)
 	return s.End, nil
 }
 
@@ -264,30 +224,26 @@ func kindOf(b []byte, typ span) conversation.Kind {
 // resultContent parses a tool_result's content: a string or an array of
 // blocks (text, image, ...). Parts of other shapes are Opaque.
 func (p *parser) resultContent(v int) (span, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i < len(p.b) && p.b[i] == '[' {
-		return jsonscan.ArrayEach(p.b, i, dParts, p.part)
-	}
-	s, err := jsonscan.ValueAt(p.b, v, dParts)
-	if err == nil && jsonscan.KindOf(p.b, s) == jsonscan.String {
-		p.bld.Parts = append(p.bld.Parts, conversation.Part{Kind: conversation.Text, Span: s, Text: s})
+	s, str, err := p.Content(v, dParts, p.part)
+	if str {
+		p.Bld.Parts = append(p.Bld.Parts, conversation.Part{Kind: conversation.Text, Span: s, Text: s})
 	}
 	return s, err
 }
 
 func (p *parser) part(v int) (int, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i >= len(p.b) || p.b[i] != '{' {
-		s, err := jsonscan.ValueAt(p.b, v, dPart)
+	i := jsonscan.SkipSpace(p.B, v)
+	if i >= len(p.B) || p.B[i] != '{' {
+		s, err := jsonscan.ValueAt(p.B, v, dPart)
 		if err == nil {
-			p.bld.Parts = append(p.bld.Parts, conversation.Part{Kind: conversation.Opaque, Span: s})
+			p.Bld.Parts = append(p.Bld.Parts, conversation.Part{Kind: conversation.Opaque, Span: s})
 		}
 		return s.End, err
 	}
 	var typ, text, cc span
-	s, err := jsonscan.ObjectEach(p.b, i, dPart, func(k span, v int) (int, error) {
+	s, err := jsonscan.ObjectEach(p.B, i, dPart, func(k span, v int) (int, error) {
 		var dst *span
-		switch string(p.keyRaw(k)) {
+		switch string(p.Key(k)) {
 		case "type":
 			dst = &typ
 		case "text":
@@ -295,19 +251,19 @@ func (p *parser) part(v int) (int, error) {
 		case "cache_control":
 			return p.cacheControl(v, dPart+1, &cc, k)
 		default:
-			return jsonscan.Skip(p.b, v, dPart+1)
+			return jsonscan.Skip(p.B, v, dPart+1)
 		}
-		x, err := jsonscan.ValueAt(p.b, v, dPart+1)
+		x, err := jsonscan.ValueAt(p.B, v, dPart+1)
 		*dst = x
 		return x.End, err
 	})
 	if err != nil {
 		return 0, err
 	}
-	pt := conversation.Part{Kind: kindOf(p.b, typ), Span: s, CacheControl: cc}
+	pt := conversation.Part{Kind: kindOf(p.B, typ), Span: s, CacheControl: cc}
 	switch pt.Kind {
 	case conversation.Text:
-		if jsonscan.KindOf(p.b, text) == jsonscan.String {
+		if jsonscan.KindOf(p.B, text) == jsonscan.String {
 			pt.Text = text
 		} else {
 			pt.Kind = conversation.Opaque
@@ -316,33 +272,6 @@ func (p *parser) part(v int) (int, error) {
 	default:
 		pt.Kind = conversation.Opaque
 	}
-	p.bld.Parts = append(p.bld.Parts, pt)
+	p.Bld.Parts = append(p.Bld.Parts, pt)
 	return s.End, nil
-}
-
-// pair links each tool result to the call it answers, which the API
-// requires to be in the message just before, and copies the call's name
-// onto the result.
-func (p *parser) pair() {
-	msgs := p.c.Messages
-	for mi := 1; mi < len(msgs); mi++ {
-		m := &msgs[mi]
-		prevAsst := mi - 1
-		if m.Role != conversation.RoleUser || msgs[prevAsst].Role != conversation.RoleAssistant {
-			continue
-		}
-		for bi := range m.Blocks {
-			r := &m.Blocks[bi]
-			if r.Kind != conversation.ToolResult {
-				continue
-			}
-			for ci, c := range msgs[prevAsst].Blocks {
-				if c.Kind == conversation.ToolCall && jsonscan.SameString(p.b, c.ID, r.ID) {
-					r.Call = [2]int{prevAsst, ci}
-					r.Name = c.Name
-					break
-				}
-			}
-		}
-	}
 }

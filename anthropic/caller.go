@@ -85,3 +85,6 @@ func (messagesAPI) CallHeader(dst, h http.Header) {
 	}
 	dst.Set("Anthropic-Version", v)
 }
+
+// CallKey implements protocol.Caller: the key in x-api-key.
+func (messagesAPI) CallKey(dst http.Header, key string) { dst.Set("X-Api-Key", key) }

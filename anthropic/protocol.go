@@ -1,10 +1,12 @@
 package anthropic
 
 import (
+	"hash/maphash"
 	"net/http"
 	"strings"
 
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/convbuild"
 	"github.com/ctxguard/ctxguard/protocol"
 )
 
@@ -44,6 +46,23 @@ func (messagesAPI) ParseAfter(body []byte, prev *conversation.Conversation, stab
 func (messagesAPI) Stable(prev *conversation.Conversation, body []byte) int {
 	return Stable(prev, body)
 }
+
+// QuickKey implements protocol.Protocol: the top-level system, then the
+// messages up to the first user message (convbuild.QuickKey).
+func (messagesAPI) QuickKey(seed maphash.Seed, body []byte) (uint64, bool) {
+	return convbuild.QuickKey(seed, body, "system", "messages")
+}
+
+// Features implements protocol.Protocol: the anthropic-beta header's
+// values, and Claude Code's compaction request (convbuild.ClientCompaction).
+func (messagesAPI) Features(h http.Header, c *conversation.Conversation) protocol.Features {
+	return protocol.Features{Betas: h.Values("Anthropic-Beta"), ClientCompaction: convbuild.ClientCompaction(c)}
+}
+
+// SettingsMembers are the top-level members of a request that the
+// Dialect's Settings may add or change: "thinking", where the thinking
+// binding's drop_block goes.
+var SettingsMembers = []string{"thinking"}
 
 func (messagesAPI) NewUsageTap(contentType string) protocol.UsageTap {
 	return usageTap{NewUsageTap(contentType)}

@@ -5,10 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
-
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/convbuild/convbuildtest"
 	"github.com/ctxguard/ctxguard/tools/transcript"
 )
 
@@ -16,19 +14,7 @@ import (
 // Parse(b) gives, errors included.
 func equalParse(t *testing.T, prev *conversation.Conversation, b []byte) int {
 	t.Helper()
-	st := Stable(prev, b)
-	got, gerr := ParseAfter(b, prev, st)
-	want, werr := Parse(b)
-	if (gerr == nil) != (werr == nil) {
-		t.Fatalf("stable %d: ParseAfter err %v, Parse err %v", st, gerr, werr)
-	}
-	if gerr != nil {
-		return st
-	}
-	if d := cmp.Diff(want, got, cmpopts.IgnoreUnexported(conversation.Conversation{}), cmpopts.EquateEmpty()); d != "" {
-		t.Fatalf("stable %d: ParseAfter differs from Parse (-Parse +ParseAfter):\n%s", st, d)
-	}
-	return st
+	return convbuildtest.SameParse(t, Protocol, prev, b)
 }
 
 func TestParseAfter(t *testing.T) {

@@ -63,7 +63,7 @@ const (
 	// message_delta events are a few hundred bytes.
 	MaxTapLine = 64 << 10
 	// MaxTapUsage is the largest JSON "usage" value the tap buffers.
-	MaxTapUsage = 16 << 10
+	MaxTapUsage = tap.MaxUsage
 )
 
 // UsageTap reads token usage from a Messages response body as it streams
@@ -72,56 +72,37 @@ const (
 // member of a JSON answer.
 //
 // Feed it the (decoded) response body in order with Write, in chunks of
-// any size split anywhere, then call Usage. It never fails, never retains
-// the slices it is given, and holds at most MaxTapLine bytes of SSE data or
+// any size split anywhere, then call Usage: for an SSE stream it is the
+// message_start usage merged with every later message_delta usage; for a
+// JSON answer, the last top-level "usage". Reset readies it for another
+// response, keeping its buffers. It never fails, never retains the slices
+// it is given, and holds at most MaxTapLine bytes of SSE data or
 // MaxTapUsage bytes of JSON at a time. A UsageTap is not safe for
 // concurrent use.
-type UsageTap struct {
-	r     tap.Router
-	u     Usage
-	found bool
-}
+type UsageTap struct{ tap.UsageTap[Usage] }
 
 // NewUsageTap returns a tap for a response with the given Content-Type:
 // text/event-stream is read as SSE, application/json (and other +json
 // types) as a JSON answer; anything else gives a tap that reads nothing.
 func NewUsageTap(contentType string) *UsageTap {
-	t := &UsageTap{}
-	t.r.SSE = tap.SSE{Want: wantEvent, Dispatch: t.event, MaxData: MaxTapLine}
-	t.r.JSON = tap.Member{Key: "usage", Max: MaxTapUsage, Found: t.jsonUsage}
-	t.r.Mode = tap.ModeOf(contentType)
+	t := new(UsageTap)
+	tap.Setup(&t.UsageTap, contentType, &usageOf)
 	return t
 }
 
-// Reset makes t ready for a new response, keeping its buffers.
-func (t *UsageTap) Reset(contentType string) {
-	t.u, t.found = Usage{}, false
-	t.r.SSE.Reset()
-	t.r.JSON.Reset()
-	t.r.Mode = tap.ModeOf(contentType)
-}
-
-// Usage returns the usage read so far and whether any was found. For an
-// SSE stream it is the message_start usage merged with every later
-// message_delta usage; for a JSON answer, the last top-level "usage".
-func (t *UsageTap) Usage() (Usage, bool) { return t.u, t.found }
-
-// Write feeds the next bytes of the response body. It always returns
-// len(p), nil, so it can sit behind an io.MultiWriter.
-func (t *UsageTap) Write(p []byte) (int, error) {
-	return t.r.Write(p)
-}
+// usageOf is where Messages answers carry their usage.
+var usageOf = tap.Usage[Usage]{Want: wantEvent, Event: event, MaxEvent: MaxTapLine, JSON: jsonUsage}
 
 // wantEvent: only message_start and message_delta carry usage.
 func wantEvent(name []byte) bool {
 	return string(name) == "message_start" || string(name) == "message_delta"
 }
 
-// event handles one SSE event's data.
-func (t *UsageTap) event(name, data []byte) {
+// event reads one SSE event's data into u.
+func event(name, data []byte, u *Usage) bool {
 	root, err := jsonscan.Root(data)
 	if err != nil || jsonscan.KindOf(data, root) != jsonscan.Object {
-		return
+		return false
 	}
 	start := string(name) == "message_start"
 	if name == nil {
@@ -129,42 +110,35 @@ func (t *UsageTap) event(name, data []byte) {
 		typ, err := jsonscan.Lookup(data, root, "type")
 		switch {
 		case err != nil:
-			return
+			return false
 		case jsonscan.StringIs(data, typ, "message_start"):
 			start = true
 		case jsonscan.StringIs(data, typ, "message_delta"):
 		default:
-			return
+			return false
 		}
 	}
 	obj := root
 	if start {
 		msg, err := jsonscan.Lookup(data, root, "message")
 		if err != nil || jsonscan.KindOf(data, msg) != jsonscan.Object {
-			return
+			return false
 		}
 		obj = msg
 	}
 	us, err := jsonscan.Lookup(data, obj, "usage")
 	if err != nil || jsonscan.KindOf(data, us) != jsonscan.Object {
-		return
+		return false
 	}
 	if start {
-		t.u = Usage{}
+		*u = Usage{}
 	}
-	if ParseUsage(&t.u, us.Bytes(data)) {
-		t.found = true
-	}
+	return ParseUsage(u, us.Bytes(data))
 }
 
-// jsonUsage takes a top-level "usage" value of a JSON answer: it replaces
-// what an earlier one gave, as the last duplicate key wins in
-// encoding/json.
-func (t *UsageTap) jsonUsage(val []byte) {
+// jsonUsage reads a top-level "usage" value of a JSON answer.
+func jsonUsage(val []byte) (Usage, bool) {
 	var u Usage
-	if val != nil && ParseUsage(&u, val) {
-		t.u, t.found = u, true
-		return
-	}
-	t.u, t.found = Usage{}, false
+	ok := ParseUsage(&u, val)
+	return u, ok
 }

@@ -3,6 +3,11 @@
 // key is an error naming the key and its line), environment and flag
 // overrides applied by the caller, and Validate, kept separate from
 // loading so a config built in code is checked the same way.
+//
+// The passes' sections (compress, clear, compact, ...) are of the passes'
+// own types: config reads, checks and prints them through package pass's
+// registry (Config.Passes) and imports no pass, so a pass plugs in by
+// registering itself.
 package config
 
 import (
@@ -24,13 +29,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ctxguard/ctxguard/internal/baseurl"
 	"github.com/ctxguard/ctxguard/model"
-	"github.com/ctxguard/ctxguard/pass/clear"
-	"github.com/ctxguard/ctxguard/pass/compact"
-	"github.com/ctxguard/ctxguard/pass/compress"
-	"github.com/ctxguard/ctxguard/pass/digest"
-	"github.com/ctxguard/ctxguard/pass/persist"
-	"github.com/ctxguard/ctxguard/pass/thinking"
+	"github.com/ctxguard/ctxguard/pass"
 	redisstore "github.com/ctxguard/ctxguard/store/redis"
 )
 
@@ -109,21 +110,12 @@ type Config struct {
 
 	// Models patches the embedded model registry.
 	Models model.Config `yaml:"models"`
-	// Compress is the per-result compression pass.
-	Compress compress.Config `yaml:"compress"`
-	// Digest replaces one large result of listed tools with a small
-	// model's answer to the call's request (off by default).
-	Digest digest.Config `yaml:"digest"`
-	// Persist stores oversized tool results and leaves a preview.
-	Persist persist.Config `yaml:"persist"`
-	// Clear is the history clearing pass.
-	Clear clear.Config `yaml:"clear"`
-	// ThinkingGuard removes thinking blocks another model family minted
-	// when a session switches families.
-	ThinkingGuard thinking.Config `yaml:"thinking_guard"`
-	// Compact replaces the oldest part of a long session with a summary
-	// ahead of the model's limit.
-	Compact compact.Config `yaml:"compact"`
+	// Passes are the passes' sections (compress, digest, persist,
+	// clear, thinking_guard, compact, ...), by YAML key, each of its
+	// pass's type: the file writes them at the top level, after models,
+	// and package pass's registry says which there are. Read and change
+	// one with pass.Get and pass.Update (pass.Get[clearing.Config](c.Passes)).
+	Passes pass.Sections `yaml:"-"`
 }
 
 // Upstreams are the base URLs requests go to, by the family of their
@@ -285,13 +277,8 @@ func Defaults() Config {
 			MemoryStore:   128 << 20,
 			StoreBlob:     redisstore.DefaultMaxBlob,
 		},
-		Models:        model.Defaults(),
-		Compress:      compress.Defaults(),
-		Digest:        digest.Defaults(),
-		Persist:       persist.Defaults(),
-		Clear:         clear.Defaults(),
-		Compact:       compact.Defaults(),
-		ThinkingGuard: thinking.Defaults(),
+		Models: model.Defaults(),
+		Passes: pass.Defaults(),
 	}
 }
 
@@ -456,13 +443,7 @@ func (c Config) YAML() ([]byte, error) {
 // RedactURL returns u with any password replaced by "xxxxx" (and a user
 // name alone kept); a string that does not parse as a URL is returned as
 // "<unparsable URL>", since it may hold a secret.
-func RedactURL(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return "<unparsable URL>"
-	}
-	return p.Redacted()
-}
+func RedactURL(u string) string { return baseurl.Redact(u) }
 
 // LoopbackHost reports whether host (a host name or IP address, without
 // port or brackets) names this machine only: "localhost", a name under
@@ -533,7 +514,7 @@ func (c Config) Validate() error {
 	for _, up := range upstreams {
 		if !httpURL(up.url) {
 			errs = append(errs, fmt.Errorf("%s: %q is not an http(s) URL", up.key, RedactURL(up.url)))
-		} else if err := checkBaseURL(up.key, up.url); err != nil {
+		} else if err := baseurl.Check(up.key, up.url); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -544,12 +525,7 @@ func (c Config) Validate() error {
 		}
 		if !httpURL(u) {
 			errs = append(errs, fmt.Errorf("routes.%s: %q is not an http(s) URL", name, RedactURL(u)))
-		} else if err := checkBaseURL("routes."+name, u); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if s := c.Compact.Summarizer; s.Mode == "endpoint" && httpURL(s.Endpoint) {
-		if err := checkBaseURL("compact.summarizer.endpoint", s.Endpoint); err != nil {
+		} else if err := baseurl.Check("routes."+name, u); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -599,23 +575,8 @@ func (c Config) Validate() error {
 	if err := c.Models.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.Compress.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("compress: %w", err))
-	}
-	if err := c.Digest.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("digest: %w", err))
-	}
-	if err := c.Persist.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("persist: %w", err))
-	}
-	if err := c.Clear.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("clear: %w", err))
-	}
-	if err := c.ThinkingGuard.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("thinking_guard: %w", err))
-	}
-	if err := c.Compact.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("compact: %w", err))
+	if err := c.Passes.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -731,12 +692,16 @@ func ExpandPath(p string, lookup func(string) (string, bool), home func() (strin
 	return b.String(), nil
 }
 
-// restartOnly are the settings a running ctxguard cannot change, by key,
-// with how to copy one from a running configuration.
-var restartOnly = []struct {
+// restartSetting is a setting a running ctxguard cannot change, by key,
+// with how to copy it from a running configuration.
+type restartSetting struct {
 	key  string
 	keep func(run Config, next *Config) bool // copies; reports whether it differed
-}{
+}
+
+// restartOnly are Config's own restart-only settings; the passes' follow
+// (passRestartOnly).
+var restartOnly = []restartSetting{
 	// The listener.
 	{"listen", keep(func(c *Config) *string { return &c.Listen })},
 	{"timeouts.request_header", keep(func(c *Config) *time.Duration { return &c.Timeouts.RequestHeader })},
@@ -751,9 +716,6 @@ var restartOnly = []struct {
 	{"limits.sessions", keep(func(c *Config) *int { return &c.Limits.Sessions })},
 	{"limits.session_memory", keep(func(c *Config) *int64 { return &c.Limits.SessionMemory })},
 	{"limits.session_idle", keep(func(c *Config) *time.Duration { return &c.Limits.SessionIdle })},
-	// The thinking guard's memory of signatures.
-	{"thinking_guard.ttl", keep(func(c *Config) *time.Duration { return &c.ThinkingGuard.TTL })},
-	{"thinking_guard.max_entries", keep(func(c *Config) *int { return &c.ThinkingGuard.MaxEntries })},
 	// The observers, mounted once, and the log's shape.
 	{"dashboard", keep(func(c *Config) *Dashboard { return &c.Dashboard })},
 	{"metrics", keep(func(c *Config) *Metrics { return &c.Metrics })},
@@ -771,17 +733,24 @@ func keep[T comparable](field func(*Config) *T) func(Config, *Config) bool {
 	}
 }
 
+// allRestartOnly returns every restart-only setting: Config's, then the
+// passes'.
+func allRestartOnly() []restartSetting {
+	return append(slices.Clip(restartOnly), passRestartOnly()...)
+}
+
 // RestartOnly lists the settings a running ctxguard cannot change, which
 // a reload keeps (KeepRestartOnly): the listener (listen,
 // timeouts.request_header, timeouts.keep_alive), the store (store,
-// data_dir, blob_ttl, limits.memory_store, limits.store_blob), the sessions' memory (limits.sessions,
-// limits.session_memory, limits.session_idle), the thinking guard's
-// memory (thinking_guard.ttl, thinking_guard.max_entries), the dashboard,
-// the metrics and log.format.
+// data_dir, blob_ttl, limits.memory_store, limits.store_blob), the
+// sessions' memory (limits.sessions, limits.session_memory,
+// limits.session_idle), the dashboard, the metrics and log.format; then
+// the passes' (pass.Module.RestartOnly: thinking_guard.ttl and
+// thinking_guard.max_entries, the thinking guard's memory).
 func RestartOnly() []string {
-	keys := make([]string, len(restartOnly))
-	for i, r := range restartOnly {
-		keys[i] = r.key
+	var keys []string
+	for _, r := range allRestartOnly() {
+		keys = append(keys, r.key)
 	}
 	return keys
 }
@@ -790,7 +759,7 @@ func RestartOnly() []string {
 // their value in running and returns the keys of those that differed.
 func KeepRestartOnly(running Config, next *Config) []string {
 	var kept []string
-	for _, r := range restartOnly {
+	for _, r := range allRestartOnly() {
 		if r.keep(running, next) {
 			kept = append(kept, r.key)
 		}
@@ -799,16 +768,23 @@ func KeepRestartOnly(running Config, next *Config) []string {
 }
 
 // Changed returns the top-level keys (listen, upstreams, compress, ...)
-// whose values differ between a and b, in the order Config declares them.
+// whose values differ between a and b, in the order the file lists them.
 // It names keys only, never values, so it may be logged.
 func Changed(a, b Config) []string {
 	a.Timeouts.Shutdown, b.Timeouts.Shutdown = nil, nil // read as Drain
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
 	var keys []string
 	for i := range va.NumField() {
-		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
-			key, _, _ := strings.Cut(va.Type().Field(i).Tag.Get("yaml"), ",")
+		key, _, _ := strings.Cut(va.Type().Field(i).Tag.Get("yaml"), ",")
+		if key != "-" && !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
 			keys = append(keys, key)
+		}
+	}
+	for _, m := range pass.Modules() {
+		x, _ := a.Passes.Lookup(m.Key)
+		y, _ := b.Passes.Lookup(m.Key)
+		if !reflect.DeepEqual(x, y) {
+			keys = append(keys, m.Key)
 		}
 	}
 	return keys

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +15,12 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/pass/compact"
+	"github.com/ctxguard/ctxguard/pass/compress"
+	"github.com/ctxguard/ctxguard/pass/persist"
+	"github.com/ctxguard/ctxguard/pass/thinking"
 )
 
 func TestDefaultsValid(t *testing.T) {
@@ -31,10 +38,11 @@ func TestDecode(t *testing.T) {
 	}{
 		{name: "empty keeps defaults", yaml: "", check: func(c Config) string { return cmp.Diff(Defaults(), c, cmpopts.IgnoreUnexported(model.Amount{})) }},
 		{name: "overrides", yaml: "listen: 127.0.0.1:9999\nclear:\n  trigger: 40%\n  keep_tokens: 10k\nblob_ttl: 2h\n", check: func(c Config) string {
-			if c.Listen != "127.0.0.1:9999" || c.Clear.Trigger.Resolve(200_000) != 80_000 || c.Clear.KeepTokens.Resolve(1) != 10_000 || c.BlobTTL != 2*time.Hour {
+			cl := pass.Get[clearing.Config](c.Passes)
+			if c.Listen != "127.0.0.1:9999" || cl.Trigger.Resolve(200_000) != 80_000 || cl.KeepTokens.Resolve(1) != 10_000 || c.BlobTTL != 2*time.Hour {
 				return "overrides not applied"
 			}
-			if c.Upstreams != Defaults().Upstreams || !c.Compress.Enabled {
+			if c.Upstreams != Defaults().Upstreams || !pass.Get[compress.Config](c.Passes).Enabled {
 				return "defaults lost"
 			}
 			return ""
@@ -50,20 +58,20 @@ func TestDecode(t *testing.T) {
 		{name: "threshold typo, quoted", yaml: "compact:\n  swap: \"75\"\n", wantErr: `line 2: compact.swap: 75 would be 75 tokens`},
 		{name: "threshold typo over 100", yaml: "compact:\n  swap: 750\n", wantErr: `compact.swap: 750 would be 750 tokens, too few to be meant; a share of the window is written with % (the default is 75%), or a token count of at least 1000`},
 		{name: "threshold as tokens", yaml: "compact:\n  prepare: 1000\n  swap: 100k\n", check: func(c Config) string {
-			if c.Compact.Prepare != model.Tokens(1000) || c.Compact.Swap != model.Tokens(100_000) {
-				return fmt.Sprintf("prepare %v swap %v", c.Compact.Prepare, c.Compact.Swap)
+			if cp := pass.Get[compact.Config](c.Passes); cp.Prepare != model.Tokens(1000) || cp.Swap != model.Tokens(100_000) {
+				return fmt.Sprintf("prepare %v swap %v", cp.Prepare, cp.Swap)
 			}
 			return ""
 		}},
 		{name: "threshold as a share", yaml: "compact:\n  prepare: 50%\n  swap: 0.7\n", check: func(c Config) string {
-			if c.Compact.Prepare != model.Fraction(0.5) || c.Compact.Swap != model.Fraction(0.7) {
-				return fmt.Sprintf("prepare %v swap %v", c.Compact.Prepare, c.Compact.Swap)
+			if cp := pass.Get[compact.Config](c.Passes); cp.Prepare != model.Fraction(0.5) || cp.Swap != model.Fraction(0.7) {
+				return fmt.Sprintf("prepare %v swap %v", cp.Prepare, cp.Swap)
 			}
 			return ""
 		}},
 		{name: "small token count where the default is tokens", yaml: "clear:\n  trigger: 500\n", check: func(c Config) string {
-			if c.Clear.Trigger != model.Tokens(500) {
-				return fmt.Sprintf("trigger %v", c.Clear.Trigger)
+			if tr := pass.Get[clearing.Config](c.Passes).Trigger; tr != model.Tokens(500) {
+				return fmt.Sprintf("trigger %v", tr)
 			}
 			return ""
 		}},
@@ -123,13 +131,21 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.DataDir = "" }, "data_dir"},
 		{func(c *Config) { c.Local.Access = "world" }, "local.access"},
 		{func(c *Config) { c.Log.Level = "loud" }, "log.level"},
-		{func(c *Config) { c.Clear.KeepUses = -1 }, "clear: keep_uses"},
-		{func(c *Config) { c.Clear.Reads.KeepTokens = model.Tokens(-1) }, "clear: reads.keep_tokens"},
-		{func(c *Config) { c.Clear.Reads.MaxShare = model.Fraction(1.5) }, "clear: reads.max_share"},
-		{func(c *Config) { c.Clear.Reads.Tools = []string{"Read["} }, "clear: bad tool glob"},
-		{func(c *Config) { c.Clear.Reads.Commands = []string{"cat", " "} }, "clear: reads.commands"},
-		{func(c *Config) { c.Persist.Preview = -1 }, "persist: preview"},
-		{func(c *Config) { c.Compress.Cap.MaxChars = -1 }, "compress:"},
+		{func(c *Config) { pass.Update(&c.Passes, func(s *clearing.Config) { s.KeepUses = -1 }) }, "clear: keep_uses"},
+		{func(c *Config) {
+			pass.Update(&c.Passes, func(s *clearing.Config) { s.Reads.KeepTokens = model.Tokens(-1) })
+		}, "clear: reads.keep_tokens"},
+		{func(c *Config) {
+			pass.Update(&c.Passes, func(s *clearing.Config) { s.Reads.MaxShare = model.Fraction(1.5) })
+		}, "clear: reads.max_share"},
+		{func(c *Config) {
+			pass.Update(&c.Passes, func(s *clearing.Config) { s.Reads.Tools = []string{"Read["} })
+		}, "clear: bad tool glob"},
+		{func(c *Config) {
+			pass.Update(&c.Passes, func(s *clearing.Config) { s.Reads.Commands = []string{"cat", " "} })
+		}, "clear: reads.commands"},
+		{func(c *Config) { pass.Update(&c.Passes, func(s *persist.Config) { s.Preview = -1 }) }, "persist: preview"},
+		{func(c *Config) { pass.Update(&c.Passes, func(s *compress.Config) { s.Cap.MaxChars = -1 }) }, "compress:"},
 		{func(c *Config) { c.Dashboard.Sessions = 0 }, "dashboard.sessions"},
 		{func(c *Config) { c.PublicURL = "ctxguard.example" }, "public_url"},
 		{func(c *Config) { c.PublicURL = "https://ctxguard.example/" }, "public_url"},
@@ -149,8 +165,10 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Upstreams.OpenAI = "https://api.openai.com/v1/responses" }, "upstreams.openai: \"https://api.openai.com/v1/responses\" ends in /v1/responses, which clients add themselves (a request for /v1/messages would reach https://api.openai.com/v1/responses/v1/messages); write https://api.openai.com"},
 		{func(c *Config) { c.Routes = map[string]string{"groq": "https://api.groq.com/openai/v1"} }, "routes.groq: \"https://api.groq.com/openai/v1\" ends in /v1, which clients add themselves (a request for /v1/messages would reach https://api.groq.com/openai/v1/v1/messages); write https://api.groq.com/openai"},
 		{func(c *Config) {
-			c.Compact.Summarizer = compact.SummarizerConfig{Mode: "endpoint", Endpoint: "https://api.anthropic.com/v1", Protocol: "anthropic", Model: "m", APIKeyEnv: "K", Timeout: time.Minute, Concurrency: 1}
-		}, "compact.summarizer.endpoint: \"https://api.anthropic.com/v1\" ends in /v1"},
+			pass.Update(&c.Passes, func(s *compact.Config) {
+				s.Summarizer = compact.SummarizerConfig{Mode: "endpoint", Endpoint: "https://api.anthropic.com/v1", Protocol: "anthropic", Model: "m", APIKeyEnv: "K", Timeout: time.Minute, Concurrency: 1}
+			})
+		}, "compact: summarizer.endpoint: \"https://api.anthropic.com/v1\" ends in /v1"},
 	} {
 		c := Defaults()
 		tc.mutate(&c)
@@ -164,7 +182,7 @@ func TestValidate(t *testing.T) {
 // configuration.
 func TestYAMLRoundTrip(t *testing.T) {
 	c := Defaults()
-	c.Clear.Trigger = model.Fraction(0.25)
+	pass.Update(&c.Passes, func(s *clearing.Config) { s.Trigger = model.Fraction(0.25) })
 	c.Log.DumpBodies = true
 	b, err := c.YAML()
 	if err != nil {
@@ -379,7 +397,7 @@ func TestKeepRestartOnly(t *testing.T) {
 	next.DataDir = "/elsewhere"
 	next.Dashboard.Sessions = 7
 	next.Upstreams.Anthropic = "http://gateway.example"
-	next.Compress.Enabled = false
+	pass.Update(&next.Passes, func(s *compress.Config) { s.Enabled = false })
 	kept := KeepRestartOnly(run, &next)
 	if d := cmp.Diff([]string{"listen", "data_dir", "dashboard"}, kept); d != "" {
 		t.Errorf("kept (-want +got):\n%s", d)
@@ -387,7 +405,7 @@ func TestKeepRestartOnly(t *testing.T) {
 	if next.Listen != run.Listen || next.DataDir != run.DataDir || next.Dashboard != run.Dashboard {
 		t.Errorf("restart-only settings not kept: %s %s %+v", next.Listen, next.DataDir, next.Dashboard)
 	}
-	if next.Upstreams.Anthropic != "http://gateway.example" || next.Compress.Enabled {
+	if next.Upstreams.Anthropic != "http://gateway.example" || pass.Get[compress.Config](next.Passes).Enabled {
 		t.Error("a reloadable setting was reset")
 	}
 	if d := cmp.Diff([]string{"upstreams", "compress"}, Changed(run, next)); d != "" {
@@ -399,8 +417,37 @@ func TestKeepRestartOnly(t *testing.T) {
 	for _, k := range KeepRestartOnly(run, &next) {
 		t.Errorf("kept %s a second time", k)
 	}
-	if len(RestartOnly()) != len(restartOnly) || RestartOnly()[0] != "listen" {
-		t.Errorf("RestartOnly() = %q", RestartOnly())
+	if ro := RestartOnly(); len(ro) != len(restartOnly)+len(passRestartOnly()) || ro[0] != "listen" || !slices.Contains(ro, "thinking_guard.ttl") {
+		t.Errorf("RestartOnly() = %q", ro)
+	}
+}
+
+// TestPassRestartOnly: every restart-only key a pass registers names a
+// setting of its section, and a reload keeps it.
+func TestPassRestartOnly(t *testing.T) {
+	checked := 0
+	for _, m := range pass.Modules() {
+		for _, k := range m.RestartOnly {
+			v, _ := Defaults().Passes.Lookup(m.Key)
+			if !settingAt(reflect.ValueOf(v), strings.Split(k, ".")).IsValid() {
+				t.Errorf("%s: restart-only key %q is not a setting of %v", m.Name, k, m.Type)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no pass has a restart-only setting")
+	}
+	run, next := Defaults(), Defaults()
+	pass.Update(&next.Passes, func(s *thinking.Config) { s.TTL, s.Enabled = time.Minute, false })
+	if d := cmp.Diff([]string{"thinking_guard.ttl"}, KeepRestartOnly(run, &next)); d != "" {
+		t.Errorf("kept (-want +got):\n%s", d)
+	}
+	if got := pass.Get[thinking.Config](next.Passes); got.TTL != pass.Get[thinking.Config](run.Passes).TTL || got.Enabled {
+		t.Errorf("thinking_guard after the kept settings: %+v", got)
+	}
+	if ttl := pass.Get[thinking.Config](Defaults().Passes).TTL; ttl == time.Minute {
+		t.Fatal("the test's TTL is the default")
 	}
 }
 

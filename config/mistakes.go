@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -35,12 +34,12 @@ func unknownKey(b []byte, line int, key string) string {
 	if !found {
 		return msg
 	}
-	if t := typeAt(reflect.TypeFor[Config](), path); t != nil {
+	if t := typeAt(docType(), path); t != nil {
 		if s, ok := suggest.Closest(key, yamlKeys(t)); ok {
 			return msg + fmt.Sprintf(" (did you mean %q?)", s)
 		}
 	}
-	if elsewhere := keyPaths(reflect.TypeFor[Config](), nil, key); len(elsewhere) > 0 {
+	if elsewhere := keyPaths(docType(), nil, key); len(elsewhere) > 0 {
 		return msg + fmt.Sprintf(" (%s is a key of %s: indent it under that section)", key, strings.Join(elsewhere, ", "))
 	}
 	return msg
@@ -190,7 +189,8 @@ func typoThresholds(b []byte, name string) error {
 		return nil
 	}
 	var errs []string
-	for _, th := range fractionThresholds(reflect.ValueOf(Defaults()), nil) {
+	defaults := Defaults()
+	for _, th := range fractionThresholds(defaults.document(), nil) {
 		n := valueAt(doc.Content[0], th.path)
 		if n == nil || n.Kind != yaml.ScalarNode {
 			continue
@@ -221,7 +221,7 @@ type threshold struct {
 }
 
 // fractionThresholds returns the Amounts reachable through the structs of
-// v that are fractions.
+// v that are fractions (the fields of inline structs in their place).
 func fractionThresholds(v reflect.Value, prefix []string) []threshold {
 	var out []threshold
 	if a, ok := v.Interface().(model.Amount); ok {
@@ -236,7 +236,11 @@ func fractionThresholds(v reflect.Value, prefix []string) []threshold {
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		tag, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if strings.Contains(","+opts+",", ",inline,") {
+			out = append(out, fractionThresholds(v.Field(i), prefix)...)
+			continue
+		}
 		if tag == "" || tag == "-" || !f.IsExported() {
 			continue
 		}
@@ -263,34 +267,4 @@ func valueAt(n *yaml.Node, path []string) *yaml.Node {
 		n = next
 	}
 	return n
-}
-
-// apiPaths are the paths clients append to a base URL, longest first;
-// a base URL that ends in one of them would have it twice.
-var apiPaths = []string{"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1"}
-
-// checkBaseURL refuses a base URL (an upstream, a route, the summarizer's
-// endpoint) whose path ends in /v1 or in a whole API path: clients send
-// /v1/... themselves, and ctxguard appends that path to the base, so the
-// upstream would get /v1/v1/messages. The error gives the URL to write.
-//
-// Refusing, rather than dropping the segment with a warning, keeps the
-// configuration meaning what it says: `ctxguard config` prints what is in
-// force, the fix is one edit, and no provider's base URL genuinely ends
-// in the path its clients append.
-func checkBaseURL(key, raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil // reported as not a URL
-	}
-	p := strings.TrimSuffix(u.Path, "/")
-	for _, api := range apiPaths {
-		if rest, ok := strings.CutSuffix(p, api); ok {
-			fixed := *u
-			fixed.Path, fixed.RawPath = rest, ""
-			return fmt.Errorf("%s: %q ends in %s, which clients add themselves (a request for /v1/messages would reach %s/v1/messages); write %s",
-				key, RedactURL(raw), api, strings.TrimSuffix(RedactURL(raw), "/"), RedactURL(fixed.String()))
-		}
-	}
-	return nil
 }

@@ -18,7 +18,7 @@ func TestClientCompactionRecord(t *testing.T) {
 	g := newEngine(t, config.Defaults())
 	g.Records().Subscribe(&rec)
 	body := []byte(`{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"fix it"},{"role":"assistant","content":"done"},` +
-		`{"role":"user","content":"` + clientCompactPrompt + `conversation so far."}]}`)
+		`{"role":"user","content":"Your task is to create a detailed summary of the conversation so far."}]}`)
 	res := g.RewriteBody(context.Background(), anthropic.Protocol, nil, body)
 	x := rec.All()[0]
 	if res.Skipped != "client compaction" || !bytes.Equal(res.Body, body) || x.TokensBefore <= 0 || x.TokensAfter != x.TokensBefore || x.Model != "claude-sonnet-4-5" || x.Window == 0 {

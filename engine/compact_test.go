@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ctxguard/ctxguard/internal/guardtest"
 	"github.com/ctxguard/ctxguard/internal/shareddata"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/tools/estimator"
 	"github.com/ctxguard/ctxguard/tools/transcript"
+
+	"github.com/ctxguard/ctxguard/internal/guardtest"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
@@ -52,11 +54,11 @@ type fakeSummarizer struct {
 	keys  map[string]int
 }
 
-func (f *fakeSummarizer) Summarize(ctx context.Context, j *compact.Job) (compact.Summary, error) {
+func (f *fakeSummarizer) Summarize(ctx context.Context, j *pass.Job) (pass.Summary, error) {
 	f.mu.Lock()
 	f.calls++
 	f.mu.Unlock()
-	return compact.Summary{Text: fmt.Sprintf("1. User requests: ...\n(summary of %d bytes)", len(j.Input)), Model: "fake-small", InputTokens: len(j.Input) / 4, OutputTokens: 20}, nil
+	return pass.Summary{Text: fmt.Sprintf("1. User requests: ...\n(summary of %d bytes)", len(j.Input)), Model: "fake-small", InputTokens: len(j.Input) / 4, OutputTokens: 20}, nil
 }
 
 // generated returns generated sessions' request streams in protocol p.
@@ -114,7 +116,7 @@ func TestCompactionSmoke(t *testing.T) {
 						compactions++
 					}
 					maxSent = max(maxSent, tokens.Estimate(res.Body))
-					g.current().compact.WaitIdle()
+					g.current().compactPass().WaitIdle()
 				}
 				t.Logf("session %d: %d requests, %d with a summary, %d edit events, largest sent %d tokens (original last %d)", si, len(bodies), compactions, events, maxSent, tokens.Estimate(bodies[len(bodies)-1]))
 				if events > len(bodies)/10 {
@@ -138,7 +140,7 @@ type ctlSummarizer struct {
 	calls   int
 }
 
-func (f *ctlSummarizer) Summarize(ctx context.Context, j *compact.Job) (compact.Summary, error) {
+func (f *ctlSummarizer) Summarize(ctx context.Context, j *pass.Job) (pass.Summary, error) {
 	f.mu.Lock()
 	f.calls++
 	f.mu.Unlock()
@@ -147,14 +149,14 @@ func (f *ctlSummarizer) Summarize(ctx context.Context, j *compact.Job) (compact.
 		select {
 		case <-f.release:
 		case <-ctx.Done():
-			return compact.Summary{}, ctx.Err()
+			return pass.Summary{}, ctx.Err()
 		}
 	case "fail":
-		return compact.Summary{}, fmt.Errorf("upstream said 500")
+		return pass.Summary{}, fmt.Errorf("upstream said 500")
 	case "garbage":
-		return compact.Summary{Model: "fake-small"}, nil
+		return pass.Summary{Model: "fake-small"}, nil
 	}
-	return compact.Summary{Text: fmt.Sprintf("LLM SUMMARY of %d bytes", len(j.Input)), Model: "fake-small", InputTokens: len(j.Input) / 4, OutputTokens: 20}, nil
+	return pass.Summary{Text: fmt.Sprintf("LLM SUMMARY of %d bytes", len(j.Input)), Model: "fake-small", InputTokens: len(j.Input) / 4, OutputTokens: 20}, nil
 }
 
 func (f *ctlSummarizer) count() int {
@@ -200,7 +202,7 @@ func TestCompactionReadyInTime(t *testing.T) {
 		case "llm":
 			seen[summaryText(res.Body)] = true
 		}
-		g.current().compact.WaitIdle()
+		g.current().compactPass().WaitIdle()
 	}
 	if len(seen) < 2 {
 		t.Fatalf("%d distinct summaries: the session was not compacted twice", len(seen))
@@ -225,7 +227,7 @@ func summaryText(body []byte) string {
 func TestCompactionLateThenWait(t *testing.T) {
 	sum := &ctlSummarizer{mode: "block", release: make(chan struct{})}
 	cfg := smallWindow()
-	cfg.Compact.Wait = time.Minute
+	pass.Update(&cfg.Passes, func(s *compact.Config) { s.Wait = time.Minute })
 	g := newEngine(t, cfg, withStore(store.NewMemory()), withSummarizer(sum))
 	waited := false
 	for i, b := range compactionStream(t) {
@@ -261,7 +263,7 @@ func TestCompactionFallback(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			sum := &ctlSummarizer{mode: mode, release: make(chan struct{})}
 			cfg := smallWindow()
-			cfg.Compact.Wait = 50 * time.Millisecond
+			pass.Update(&cfg.Passes, func(s *compact.Config) { s.Wait = 50 * time.Millisecond })
 			g := newEngine(t, cfg, withStore(store.NewMemory()), withSummarizer(sum))
 			var first string
 			after := 0
@@ -278,7 +280,7 @@ func TestCompactionFallback(t *testing.T) {
 					first = summaryText(res.Body)
 					if mode == "block" {
 						close(sum.release) // the model's summary lands now, too late
-						g.current().compact.WaitIdle()
+						g.current().compactPass().WaitIdle()
 					}
 					continue
 				}
@@ -303,7 +305,7 @@ func TestCompactionConcurrent(t *testing.T) {
 		sum := &ctlSummarizer{mode: "fast"}
 		g := newEngine(t, smallWindow(), withStore(store.NewMemory()), withSummarizer(sum))
 		g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, b)
-		g.current().compact.WaitIdle()
+		g.current().compactPass().WaitIdle()
 		if sum.count() > 0 {
 			k = i
 			break
@@ -325,7 +327,7 @@ func TestCompactionConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	close(fresh.release)
-	g2.current().compact.WaitIdle()
+	g2.current().compactPass().WaitIdle()
 	if n := fresh.count(); n != 1 {
 		t.Fatalf("%d summarizer calls for one span", n)
 	}
@@ -346,7 +348,7 @@ func TestCompactionRestartSameBytes(t *testing.T) {
 		if summaryOf(res.Body) != "" {
 			compacted++
 		}
-		a.current().compact.WaitIdle()
+		a.current().compactPass().WaitIdle()
 	}
 	if compacted == 0 {
 		t.Fatal("nothing was compacted")
@@ -376,7 +378,7 @@ func TestCompactionFleet(t *testing.T) {
 	sa := &ctlSummarizer{mode: "block", release: release}
 	sb := &ctlSummarizer{mode: "block", release: release}
 	cfg := smallWindow()
-	cfg.Compact.Wait = time.Minute
+	pass.Update(&cfg.Passes, func(s *compact.Config) { s.Wait = time.Minute })
 	guards := []*Engine{
 		newEngine(t, cfg, withStore(st), withSummarizer(sa)),
 		newEngine(t, cfg, withStore(st), withSummarizer(sb)),
@@ -408,12 +410,12 @@ func TestCompactionFleet(t *testing.T) {
 			}
 			close(release)
 			for _, g := range guards {
-				g.current().compact.WaitIdle()
+				g.current().compactPass().WaitIdle()
 			}
 		}
 		if blocked >= 0 && i > blocked+3 {
 			for _, g := range guards {
-				g.current().compact.WaitIdle()
+				g.current().compactPass().WaitIdle()
 			}
 		}
 	}
@@ -439,7 +441,7 @@ func BenchmarkCompactionSwap(b *testing.B) {
 			k = i
 			break
 		}
-		g.current().compact.WaitIdle()
+		g.current().compactPass().WaitIdle()
 	}
 	if k < 2 {
 		b.Fatal("no request swapped a summary in")
@@ -488,7 +490,7 @@ func extends(t *testing.T, p protocol.Protocol, a, b []byte) bool {
 // under the learned limit too.
 func TestRecoverLearnsAndCompacts(t *testing.T) {
 	cfg := config.Defaults() // a 200K window: nothing is compacted on its own
-	cfg.Compact.Wait = 100 * time.Millisecond
+	pass.Update(&cfg.Passes, func(s *compact.Config) { s.Wait = 100 * time.Millisecond })
 	st := store.NewMemory()
 	g := newEngine(t, cfg, withStore(st), withSummarizer(&ctlSummarizer{mode: "block", release: make(chan struct{})}))
 	bodies := compactionStream(t)
@@ -579,7 +581,7 @@ func TestClientCompactionPassesThrough(t *testing.T) {
 	h := guardtest.SessionHeader(5)
 	for _, b := range bodies[:120] {
 		g.RewriteBody(context.Background(), anthropic.Protocol, h, b)
-		g.current().compact.WaitIdle()
+		g.current().compactPass().WaitIdle()
 	}
 	// The client's compaction request: the history so far, then its prompt.
 	last := bodies[119]
@@ -630,7 +632,7 @@ func (c *getCounter) take() int {
 func TestCompactionReadsStoreOnce(t *testing.T) {
 	st := &getCounter{Store: store.NewMemory()}
 	cfg := smallWindow()
-	cfg.Compact.Wait = 0
+	pass.Update(&cfg.Passes, func(s *compact.Config) { s.Wait = 0 })
 	g := newEngine(t, cfg, withStore(st), withSummarizer(&ctlSummarizer{mode: "fail"}))
 	most, compacted := 0, 0
 	for i, b := range compactionStream(t) {
@@ -697,4 +699,14 @@ func TestLearnedLimitsShared(t *testing.T) {
 	if w := b.limits.window(ctx, b, info.ID); w != wa {
 		t.Errorf("after limitRefresh b uses window %d, want a's stored lesson %d", w, wa)
 	}
+}
+
+// compactPass returns the compaction pass s runs, or nil.
+func (s *compiled) compactPass() *compact.Pass {
+	for _, p := range s.built.Passes() {
+		if cp, ok := p.(*compact.Pass); ok {
+			return cp
+		}
+	}
+	return nil
 }

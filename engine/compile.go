@@ -5,97 +5,56 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/config"
-	"github.com/ctxguard/ctxguard/pass/clear"
-	"github.com/ctxguard/ctxguard/pass/compact"
-	"github.com/ctxguard/ctxguard/pass/compress"
-	"github.com/ctxguard/ctxguard/pass/digest"
-	"github.com/ctxguard/ctxguard/pass/persist"
+	"github.com/ctxguard/ctxguard/pass"
+	_ "github.com/ctxguard/ctxguard/pass/all" // the passes ctxguard ships
 	"github.com/ctxguard/ctxguard/pass/thinking"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
 )
 
 // Deps are what a compiled pipeline's passes work with besides their
-// configuration.
+// configuration (pass.Env).
 type Deps struct {
 	// Blobs keeps removed content. Required.
 	Blobs *store.Blobs
 	// Log receives the passes' background work (default: discard).
 	Log *slog.Logger
-	// Summarizer writes compaction summaries; nil writes them without a
-	// model (the extractive summary).
-	Summarizer compact.Summarizer
+	// Summarizer writes compaction summaries and digests; nil writes
+	// summaries without a model (the extractive summary).
+	Summarizer pass.Summarizer
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Signatures tells the thinking guard who minted thinking blocks; nil
 	// makes a cache of its own (which nothing fills).
 	Signatures *thinking.Signatures
-	// Compact, when set, is the compaction pass to use rather than a new
-	// one (a reload that left compaction's settings alone keeps the
-	// summaries it is writing).
-	Compact *compact.Pass
 }
 
-// Compile builds the pipeline cfg describes, in the order passes must run:
-// per-result compression first (it shortens a result the same way on every
-// request), then the small model's digest of a large result (opt-in),
-// then persistence of what is still too large (it stores the
-// original and previews the compressed text), then history clearing,
-// which replaces whole old results and so supersedes both, then
-// compaction, which replaces the oldest part of a long history, cleared
-// or not, with a summary. It also returns the compaction pass, if any,
-// whose background work its owner stops (compact.Pass.Close).
-func Compile(cfg config.Config, d Deps) (*pipeline.Pipeline, *compact.Pass, error) {
-	var passes []pipeline.Pass
-	if cfg.Compress.Enabled {
-		p, err := compress.New(cfg.Compress)
-		if err != nil {
-			return nil, nil, err
-		}
-		passes = append(passes, p)
+// Compile builds the pipeline cfg describes: the passes it switches on,
+// as package pass's registry has them (package pass/all gives their order
+// and why), each compiled with d. stop ends the passes' background work
+// (the summaries compaction is writing); call it once the pipeline is no
+// longer used.
+func Compile(cfg config.Config, d Deps) (pipe *pipeline.Pipeline, stop func(), err error) {
+	b, err := compile(cfg, d, nil)
+	if err != nil {
+		return nil, nil, err
 	}
-	if cfg.Digest.Enabled {
-		p, err := digest.New(cfg.Digest, d.Blobs, d.Summarizer, d.Log)
-		if err != nil {
-			return nil, nil, err
-		}
-		passes = append(passes, p)
+	return pipeline.New(d.Log, b.Passes()...), func() { closeAll(b.Closers(nil)) }, nil
+}
+
+// compile builds cfg's passes with d; prev is what compile built for the
+// configuration a reload replaces (pass.Compile), or nil.
+func compile(cfg config.Config, d Deps, prev *pass.Built) (*pass.Built, error) {
+	env := pass.Env{Blobs: d.Blobs, Log: d.Log, Now: d.Now, Summarizer: d.Summarizer}
+	if d.Signatures != nil { // not a non-nil interface holding nil
+		env.Signatures = d.Signatures
 	}
-	if cfg.Persist.Enabled {
-		p, err := persist.New(cfg.Persist, d.Blobs)
-		if err != nil {
-			return nil, nil, err
-		}
-		passes = append(passes, p)
+	return pass.Compile(cfg.Passes, env, prev)
+}
+
+// closeAll stops the background work of passes.
+func closeAll(passes []pass.Closer) {
+	for _, p := range passes {
+		p.Close()
 	}
-	if cfg.ThinkingGuard.Enabled {
-		sigs := d.Signatures
-		if sigs == nil {
-			sigs = thinking.NewSignatures(cfg.ThinkingGuard, d.Now)
-		}
-		p, err := thinking.New(sigs)
-		if err != nil {
-			return nil, nil, err
-		}
-		passes = append(passes, p)
-	}
-	if cfg.Clear.Enabled {
-		p, err := clear.New(cfg.Clear, d.Blobs)
-		if err != nil {
-			return nil, nil, err
-		}
-		passes = append(passes, p)
-	}
-	var cp *compact.Pass
-	if cfg.Compact.Enabled {
-		if cp = d.Compact; cp == nil {
-			var err error
-			cp, err = compact.New(cfg.Compact, compact.Options{Blobs: d.Blobs, Summarizer: d.Summarizer, Log: d.Log, Now: d.Now})
-			if err != nil {
-				return nil, nil, err
-			}
-		}
-		passes = append(passes, cp)
-	}
-	return pipeline.New(d.Log, passes...), cp, nil
 }

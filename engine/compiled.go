@@ -8,7 +8,9 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/internal/auth"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/compact"
+	"github.com/ctxguard/ctxguard/pass/digest"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/summarize"
@@ -24,9 +26,10 @@ type compiled struct {
 	cfg        config.Config
 	models     *model.Registry
 	blobs      *store.Blobs
-	summarizer compact.Summarizer // nil: extractive summaries only
+	summarizer pass.Summarizer // nil: extractive summaries only
 	pipe       *pipeline.Pipeline
-	compact    *compact.Pass // nil when compaction is off
+	built      *pass.Built // the pipeline's passes
+	compacts   bool        // compaction is on: an overflow is retried compacted (overflow.go)
 	// keys are auth_token's (nil without one): the token, the sign-in
 	// cookie, the blob links' signatures.
 	keys *auth.Keys
@@ -76,33 +79,33 @@ func (e *Engine) build(cfg config.Config, prev *compiled) (*compiled, error) {
 			s.blobs.Sign = s.keys.SignBlob
 		}
 	}
-	sameSummarizer := true
+	cc := pass.Get[compact.Config](cfg.Passes)
+	s.compacts = cc.Enabled
 	switch {
 	case e.summarizer != nil: // Options.Summarizer
 		s.summarizer = e.summarizer
-	case (cfg.Compact.Enabled || cfg.Digest.Enabled) && cfg.Compact.Summarizer.Mode != "none":
-		if prev != nil && prev.summarizer != nil && reflect.DeepEqual(prev.cfg.Compact.Summarizer, cfg.Compact.Summarizer) && prev.cfg.Upstreams == cfg.Upstreams {
+	case (cc.Enabled || pass.Get[digest.Config](cfg.Passes).Enabled) && cc.Summarizer.Mode != "none":
+		if prev != nil && prev.summarizer != nil && reflect.DeepEqual(pass.Get[compact.Config](prev.cfg.Passes).Summarizer, cc.Summarizer) && prev.cfg.Upstreams == cfg.Upstreams {
 			s.summarizer = prev.summarizer
 			break
 		}
 		ups := map[string]string{"anthropic": cfg.Upstreams.Anthropic, "openai": cfg.Upstreams.OpenAI}
-		sc, err := summarize.New(cfg.Compact.Summarizer, e.protocols, ups, nil, e.log)
+		sc, err := summarize.New(cc.Summarizer, e.protocols, ups, nil, e.log)
 		if err != nil {
 			return nil, err
 		}
 		sc.Now = e.now
 		s.summarizer = sc
-		sameSummarizer = false
-	default:
-		sameSummarizer = prev == nil || prev.summarizer == nil
 	}
 	d := Deps{Blobs: s.blobs, Log: e.log, Summarizer: s.summarizer, Now: e.now, Signatures: e.sigs}
-	if prev != nil && prev.compact != nil && sameSummarizer && s.blobs == prev.blobs && reflect.DeepEqual(prev.cfg.Compact, cfg.Compact) {
-		d.Compact = prev.compact
+	var prevBuilt *pass.Built
+	if prev != nil {
+		prevBuilt = prev.built
 	}
-	if s.pipe, s.compact, err = Compile(cfg, d); err != nil {
+	if s.built, err = compile(cfg, d, prevBuilt); err != nil {
 		return nil, err
 	}
+	s.pipe = pipeline.New(e.log, s.built.Passes()...)
 	if prev != nil {
 		s.gen = prev.gen + 1
 	}
@@ -139,8 +142,8 @@ type Reloaded struct {
 // session is rewritten from scratch, to the bytes a restart with cfg
 // would give. The compaction pass, and the summaries it is writing, is
 // kept when compact's settings, the summarizer, the blob base URL and
-// auth_token are unchanged; a replaced one finishes its summaries in the
-// background until Close.
+// auth_token are unchanged (pass.Compile); a replaced one finishes its
+// summaries in the background until Close.
 func (e *Engine) Reload(cfg config.Config) (Reloaded, error) {
 	if err := cfg.ExpandPaths(); err != nil {
 		return Reloaded{}, err
@@ -164,9 +167,7 @@ func (e *Engine) Reload(cfg config.Config) (Reloaded, error) {
 		return Reloaded{}, err
 	}
 	e.compiled.Store(next)
-	if cur.compact != nil && cur.compact != next.compact {
-		e.retired = append(e.retired, cur.compact)
-	}
+	e.retired = append(e.retired, cur.built.Closers(next.built)...)
 	e.sessions.dropAll() // unreachable now (compiled.cacheKey); free them
 	return r, nil
 }
@@ -177,7 +178,7 @@ func (e *Engine) Model(id string) model.Info { return e.current().models.Lookup(
 
 // Summarizer returns the summarizer in force, or nil (extractive
 // summaries only).
-func (e *Engine) Summarizer() compact.Summarizer { return e.current().summarizer }
+func (e *Engine) Summarizer() pass.Summarizer { return e.current().summarizer }
 
 // Keys returns auth_token's keys in force (nil without one): the token,
 // the sign-in cookie, the blob links' signatures.

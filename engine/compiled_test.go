@@ -17,6 +17,10 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/internal/guardtest"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/clearing"
+	"github.com/ctxguard/ctxguard/pass/compact"
+	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/record"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tools/sessiongen"
@@ -29,9 +33,11 @@ import (
 // the Guard counts and learned survives.
 func TestReload(t *testing.T) {
 	cfg := guardtest.AllOff()
-	cfg.Compress.Enabled = true
-	cfg.Compact.Enabled = true
-	cfg.Compact.Summarizer.Mode = "none" // no model to call
+	pass.Update(&cfg.Passes, func(s *compress.Config) { s.Enabled = true })
+	pass.Update(&cfg.Passes, func(s *compact.Config) {
+		s.Enabled = true
+		s.Summarizer.Mode = "none" // no model to call
+	})
 	g := newEngine(t, cfg, withStore(store.NewMemory()))
 	var seen atomic.Int64
 	g.Records().Subscribe(record.ObserverFunc(func(*record.Exchange) { seen.Add(1) }))
@@ -44,22 +50,22 @@ func TestReload(t *testing.T) {
 		t.Fatal("compress leaves the big result alone")
 	}
 	held := g.current() // what a request in flight holds
-	compactPass := held.compact
+	compactPass := held.compactPass()
 
 	// Invalid: refused, nothing changes.
 	bad := g.Config()
-	bad.Compress.Enabled = false
+	pass.Update(&bad.Passes, func(s *compress.Config) { s.Enabled = false })
 	bad.MaxBody = 0
 	if _, err := g.Reload(bad); err == nil || !strings.Contains(err.Error(), "max_body") {
 		t.Fatalf("invalid config: err = %v, want one naming max_body", err)
 	}
-	if r := rewrite(); !r.Changed || !g.Config().Compress.Enabled {
+	if r := rewrite(); !r.Changed || !pass.Get[compress.Config](g.Config().Passes).Enabled {
 		t.Error("a refused reload changed the behaviour")
 	}
 
 	// Valid: compress off, and a restart-only setting changed.
 	next := g.Config()
-	next.Compress.Enabled = false
+	pass.Update(&next.Passes, func(s *compress.Config) { s.Enabled = false })
 	next.Listen = "127.0.0.1:1"
 	rl, err := g.Reload(next)
 	if err != nil {
@@ -71,14 +77,14 @@ func TestReload(t *testing.T) {
 	if r := rewrite(); r.Changed || !bytes.Equal(r.Body, b) {
 		t.Error("after compress was turned off, the body was still rewritten")
 	}
-	if c := g.Config(); c.Compress.Enabled || c.Listen != cfg.Listen {
-		t.Errorf("config in force: compress %v, listen %s", c.Compress.Enabled, c.Listen)
+	if c := g.Config(); pass.Get[compress.Config](c.Passes).Enabled || c.Listen != cfg.Listen {
+		t.Errorf("config in force: compress %v, listen %s", pass.Get[compress.Config](c.Passes).Enabled, c.Listen)
 	}
 	// The request that started before the reload ends with its own.
 	if r := g.rewrite(context.Background(), held, anthropic.Protocol, http.Header{}, b, nil, false); !r.Changed {
 		t.Error("a request that started before the reload lost its configuration")
 	}
-	if g.current().compact != compactPass {
+	if g.current().compactPass() != compactPass {
 		t.Error("the compaction pass was replaced though compact's settings did not change")
 	}
 	// What the Engine's observers see and what it learned is the same.
@@ -96,11 +102,11 @@ func TestReload(t *testing.T) {
 	// The upstream and compact's settings: what changed is reported.
 	next = g.Config()
 	next.Upstreams.Anthropic = "http://127.0.0.1:9"
-	next.Compact.Wait = time.Second
+	pass.Update(&next.Passes, func(s *compact.Config) { s.Wait = time.Second })
 	if rl, err := g.Reload(next); err != nil || rl.From.Upstreams.Anthropic == next.Upstreams.Anthropic || rl.To.Upstreams.Anthropic != next.Upstreams.Anthropic {
 		t.Errorf("changing the upstream: %+v, %v; want From and To to tell the change", rl.Changed, err)
 	}
-	if g.current().compact == compactPass || len(g.retired) != 1 || g.retired[0] != compactPass {
+	if g.current().compactPass() == compactPass || len(g.retired) != 1 || g.retired[0] != compactPass {
 		t.Error("changing compact's settings did not replace the pass (and keep the old one for Close)")
 	}
 }
@@ -130,11 +136,13 @@ func TestReloadKeptMustValidate(t *testing.T) {
 // old configuration leaks into the new one.
 func TestReloadSameBytesAsRestart(t *testing.T) {
 	before := config.Defaults()
-	before.Clear.Trigger, before.Clear.KeepTokens, before.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
-	before.Clear.Payback = 0
+	pass.Update(&before.Passes, func(s *clearing.Config) {
+		s.Trigger, s.KeepTokens, s.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
+		s.Payback = 0
+	})
 	after := before
-	after.Compress.Enabled = false
-	after.Clear.Trigger = model.Tokens(4000)
+	pass.Update(&after.Passes, func(s *compress.Config) { s.Enabled = false })
+	pass.Update(&after.Passes, func(s *clearing.Config) { s.Trigger = model.Tokens(4000) })
 	gen, err := sessiongen.Generate(rand.New(rand.NewPCG(3, 7)), sessiongen.Options{Turns: 40, MaxResult: 20_000})
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +183,7 @@ func TestReloadSameBytesAsRestart(t *testing.T) {
 // with -race).
 func TestReloadConcurrent(t *testing.T) {
 	on := guardtest.AllOff()
-	on.Compress.Enabled = true
+	pass.Update(&on.Passes, func(s *compress.Config) { s.Enabled = true })
 	off := guardtest.AllOff()
 	g := newEngine(t, on, withStore(store.NewMemory()))
 	b := guardtest.BigResult()

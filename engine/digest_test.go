@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ctxguard/ctxguard/internal/guardtest"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/digest"
+
+	"github.com/ctxguard/ctxguard/internal/guardtest"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
@@ -37,7 +40,7 @@ func fetchSession() [][]byte {
 // stays whole for good.
 func TestDigest(t *testing.T) {
 	cfg := config.Defaults()
-	cfg.Digest.Enabled = true
+	pass.Update(&cfg.Passes, func(s *digest.Config) { s.Enabled = true })
 	bodies := fetchSession()
 	for _, mode := range []string{"fast", "fail"} {
 		t.Run(mode, func(t *testing.T) {

@@ -33,7 +33,7 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/config"
-	"github.com/ctxguard/ctxguard/pass/compact"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/thinking"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/record"
@@ -54,14 +54,14 @@ type Engine struct {
 	log        *slog.Logger
 	store      store.Store
 	sigs       *thinking.Signatures // who minted the thinking blocks seen
-	summarizer compact.Summarizer   // Options.Summarizer; nil: the configured one
+	summarizer pass.Summarizer      // Options.Summarizer; nil: the configured one
 	calib      *tokens.Calibration
 	now        func() time.Time
 
 	// compiled is what the configuration in force built (compiled.go).
 	compiled atomic.Pointer[compiled]
 	reloadMu sync.Mutex
-	retired  []*compact.Pass // compaction passes reloads replaced, closed by Close
+	retired  []pass.Closer // passes reloads replaced that work in the background, closed by Close
 
 	bus      record.Bus
 	limits   learnedLimits
@@ -79,7 +79,7 @@ type Options struct {
 	Log *slog.Logger
 	// Summarizer writes compaction summaries and digests; nil: the
 	// configured one (compact.SummarizerConfig, made by package summarize).
-	Summarizer compact.Summarizer
+	Summarizer pass.Summarizer
 	// Calibration converts the estimator's tokens to the API's in the
 	// records and headers; nil: a new one. Rewrites never read it.
 	Calibration *tokens.Calibration
@@ -102,7 +102,7 @@ func New(cfg config.Config, o Options) (*Engine, error) {
 	}
 	e.sessions = newSessionCache(cfg.Limits.Sessions, cfg.Limits.SessionMemory, cfg.Limits.SessionIdle)
 	e.sessions.now = e.now
-	e.sigs = thinking.NewSignatures(cfg.ThinkingGuard, e.now)
+	e.sigs = thinking.NewSignatures(pass.Get[thinking.Config](cfg.Passes), e.now)
 	s, err := e.build(cfg, nil)
 	if err != nil {
 		return nil, err
@@ -138,17 +138,11 @@ func (e *Engine) SweepSessions() int64 { return e.sessions.sweep() }
 // hold (bounded by limits.sessions and limits.session_memory).
 func (e *Engine) SessionUsage() (n int, bytes int64) { return e.sessions.usage() }
 
-// Close stops the compaction passes' background work, the current one's
-// and those reloads replaced. The store is the caller's to close.
+// Close stops the passes' background work (the summaries compaction is
+// writing), the current ones' and those reloads replaced. The store is the caller's to close.
 func (e *Engine) Close() {
 	e.reloadMu.Lock()
 	defer e.reloadMu.Unlock()
-	passes := e.retired
-	if cp := e.current().compact; cp != nil {
-		passes = append(passes, cp)
-	}
-	for _, cp := range passes {
-		cp.Close()
-	}
+	closeAll(append(e.retired, e.current().built.Closers(nil)...))
 	e.retired = nil
 }

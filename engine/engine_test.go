@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/ctxguard/ctxguard/internal/guardtest"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/tools/validate/allow"
 
 	"github.com/ctxguard/ctxguard/anthropic"
@@ -158,10 +160,12 @@ func TestFailOpen(t *testing.T) {
 // request breaks the previous prefix.
 func TestIncrementalSameBytes(t *testing.T) {
 	small := config.Defaults()
-	small.Clear.Trigger, small.Clear.KeepTokens, small.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
-	small.Clear.Payback = 0
+	pass.Update(&small.Passes, func(s *clearing.Config) {
+		s.Trigger, s.KeepTokens, s.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
+		s.Payback = 0
+	})
 	trim := small
-	trim.Clear.Trim.Enabled = true
+	pass.Update(&trim.Passes, func(s *clearing.Config) { s.Trim.Enabled = true })
 	for _, cfg := range []config.Config{small, trim} {
 		// With a session header, and without one: then the memo is found
 		// by the start of the conversation (quickKey).
@@ -229,8 +233,10 @@ func incrementalSameBytes(t *testing.T, cfg config.Config, h http.Header) {
 // key.
 func TestIncrementalInterleaved(t *testing.T) {
 	cfg := config.Defaults()
-	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
-	cfg.Clear.Payback = 0
+	pass.Update(&cfg.Passes, func(s *clearing.Config) {
+		s.Trigger, s.KeepTokens, s.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
+		s.Payback = 0
+	})
 	for _, proto := range []protocol.Protocol{anthropic.Protocol, responses.Protocol, chat.Protocol} {
 		a := generated(t, proto, 1, 30)[0]
 		b := divergent(t, proto, a)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/internal/guardtest"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/store"
 )
 
@@ -34,8 +36,10 @@ func FuzzRewriteBody(f *testing.F) {
 	gOff := newEngine(f, off, withStore(store.NewMemory()))
 	on := config.Defaults()
 	on.DataDir = f.TempDir()
-	on.Clear.Trigger.UnmarshalText([]byte("100"))
-	on.Clear.Payback = 0
+	pass.Update(&on.Passes, func(s *clearing.Config) {
+		s.Trigger.UnmarshalText([]byte("100"))
+		s.Payback = 0
+	})
 	gOn := newEngine(f, on, withStore(store.NewMemory()))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		orig := bytes.Clone(body)

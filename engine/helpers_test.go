@@ -9,7 +9,7 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
-	"github.com/ctxguard/ctxguard/pass/compact"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
 )
@@ -20,10 +20,10 @@ var protocols = []protocol.Protocol{anthropic.Protocol, responses.Protocol, chat
 // option adjusts the Options newEngine builds an Engine with.
 type option func(*Options)
 
-func withStore(s store.Store) option             { return func(o *Options) { o.Store = s } }
-func withSummarizer(s compact.Summarizer) option { return func(o *Options) { o.Summarizer = s } }
-func withClock(now func() time.Time) option      { return func(o *Options) { o.Now = now } }
-func withLogger(l *slog.Logger) option           { return func(o *Options) { o.Log = l } }
+func withStore(s store.Store) option          { return func(o *Options) { o.Store = s } }
+func withSummarizer(s pass.Summarizer) option { return func(o *Options) { o.Summarizer = s } }
+func withClock(now func() time.Time) option   { return func(o *Options) { o.Now = now } }
+func withLogger(l *slog.Logger) option        { return func(o *Options) { o.Log = l } }
 
 // newEngine builds an Engine for cfg as a Guard does: its paths expanded,
 // validated, the embedded store in a fresh directory unless withStore

@@ -57,7 +57,7 @@ func (e *Engine) outcome(ctx context.Context, h http.Header, proto protocol.Prot
 	if res.Changed && pool != nil {
 		oc.Release = func() { pool.put(res.Body) }
 	}
-	if s.compact != nil && (res.Skipped == "" || res.Skipped == record.SkipDryRun) && res.Err == nil {
+	if s.compacts && (res.Skipped == "" || res.Skipped == record.SkipDryRun) && res.Err == nil {
 		oc.Recover = e.recoverer(s, proto, h.Clone(), body, res, rec, hdr, pool)
 	}
 	return oc

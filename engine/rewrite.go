@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -102,14 +101,15 @@ func (e *Engine) rewrite(ctx context.Context, s *compiled, proto protocol.Protoc
 		}
 	}()
 	res.Session = session.Key(proto.Name(), h, c)
-	if clientCompaction(c) {
+	feat := proto.Features(h, c)
+	if feat.ClientCompaction {
 		// The client summarizes its own history: that request goes as it
 		// came. The history it starts afterwards is short, and every
 		// decision about it is made afresh from its own messages. Its
 		// record still tells its model and size.
 		res.Skipped = "client compaction"
 		res.RequestModel = c.Model
-		res.Model = s.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
+		res.Model = s.models.LookupRequest(c.Model, feat.Betas...)
 		res.TokensBefore, _ = promptTokens(c, 0, nil, nil)
 		res.TokensAfter = res.TokensBefore
 		return res
@@ -121,7 +121,7 @@ func (e *Engine) rewrite(ctx context.Context, s *compiled, proto protocol.Protoc
 		mem.model = c.Model
 	}
 	res.RequestModel = c.Model
-	res.Model = s.models.LookupRequest(c.Model, h.Values("Anthropic-Beta")...)
+	res.Model = s.models.LookupRequest(c.Model, feat.Betas...)
 	if w := e.limits.window(ctx, e, res.Model.ID); w > 0 && w < res.Model.Window {
 		res.Model.Window = w // what an overflow taught (limits.go)
 	}
@@ -214,46 +214,4 @@ func addedTokens(c *conversation.Conversation, run *pipeline.Result, before, aft
 		n += tokens.Estimate(e.Repl) - tokens.Estimate(c.Bytes(e.Span))
 	}
 	return n
-}
-
-// clientCompactPrompt starts the request Claude Code sends to have its own
-// history summarized (/compact and auto-compact, full and partial: "...
-// of the conversation so far", "... of the RECENT portion of the
-// conversation").
-const clientCompactPrompt = "Your task is to create a detailed summary of the "
-
-// clientCompaction reports whether c is a client's own compaction request:
-// its last user message holds a text block that starts (after white
-// space) with clientCompactPrompt. (Codex compacts through
-// /v1/responses/compact, which is never rewritten.)
-func clientCompaction(c *conversation.Conversation) bool {
-	for i := len(c.Messages) - 1; i >= 0; i-- {
-		m := &c.Messages[i]
-		if m.Role != conversation.RoleUser {
-			continue
-		}
-		for j := range m.Blocks {
-			b := &m.Blocks[j]
-			if b.Kind != conversation.Text || b.Text.Len() < len(clientCompactPrompt) {
-				continue
-			}
-			// The string's head as sent: the prompt has nothing to escape,
-			// so only leading white space (raw or escaped) comes first.
-			head := c.Bytes(conversation.Span{Start: b.Text.Start + 1, End: min(b.Text.End, b.Text.Start+1+64+len(clientCompactPrompt))})
-			for len(head) > 0 {
-				if head[0] == ' ' || head[0] == '\t' {
-					head = head[1:]
-				} else if len(head) > 1 && head[0] == '\\' && (head[1] == 'n' || head[1] == 't' || head[1] == 'r') {
-					head = head[2:]
-				} else {
-					break
-				}
-			}
-			if bytes.HasPrefix(head, []byte(clientCompactPrompt)) {
-				return true
-			}
-		}
-		return false
-	}
-	return false
 }

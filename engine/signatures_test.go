@@ -134,7 +134,7 @@ func TestExtendsPrev(t *testing.T) {
 		{"longer, another system prompt", body("s", u1, a1, u3), body("t", u1, a1, u3, a1, u3), false},
 		{"not longer", body("s", u1, a1, u3), body("s", u1, a1, u3), false},
 	} {
-		// The memo keeps the previous parse without its body, and its print.
+		// The memo keeps the previous parse without its body, and its fingerprint.
 		var p fingerprint
 		p.fill(tc.prev, 0)
 		tc.prev.Body = nil

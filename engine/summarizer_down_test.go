@@ -12,6 +12,8 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/internal/breaker"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/store/storetest"
 	"github.com/ctxguard/ctxguard/summarize"
 )
@@ -54,13 +56,15 @@ func TestCompactionSummarizerDown(t *testing.T) {
 			calls := func() int { return len(api.MessagesRequests()) }
 			cfg := smallWindow()
 			cfg.Upstreams.Anthropic = api.URL
-			cfg.Compact.Summarizer.Retries = 0
-			cfg.Compact.Wait = time.Hour
+			pass.Update(&cfg.Passes, func(s *compact.Config) {
+				s.Summarizer.Retries = 0
+				s.Wait = time.Hour
+			})
 			switch mode {
 			case "hung":
-				cfg.Compact.Wait = 200 * time.Millisecond
+				pass.Update(&cfg.Passes, func(s *compact.Config) { s.Wait = 200 * time.Millisecond })
 			case "slow":
-				cfg.Compact.Summarizer.Timeout = 200 * time.Millisecond
+				pass.Update(&cfg.Passes, func(s *compact.Config) { s.Summarizer.Timeout = 200 * time.Millisecond })
 			}
 			clk := storetest.NewClock(time.Date(2026, 11, 3, 8, 0, 0, 0, time.UTC))
 			g := newEngine(t, cfg, withClock(clk.Now))
@@ -95,7 +99,7 @@ func TestCompactionSummarizerDown(t *testing.T) {
 			}
 			idle := func() {
 				if mode != "hung" { // a hung call ends with the Guard
-					g.current().compact.WaitIdle()
+					g.current().compactPass().WaitIdle()
 				}
 			}
 			sessions := generated(t, anthropic.Protocol, 3, 300)

@@ -1,10 +1,13 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"testing"
 
+	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/convbuild"
 	"github.com/ctxguard/ctxguard/protocol"
 )
 
@@ -65,5 +68,39 @@ func TestErrorStatus(t *testing.T) {
 		if got := ErrorStatus(tc.k, tc.in); got != tc.status {
 			t.Errorf("kind %d, %d: got %d, want %d", tc.k, tc.in, got, tc.status)
 		}
+	}
+}
+
+func TestAPIFeatures(t *testing.T) {
+	body := []byte(`{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"Your task is to create a detailed summary of the conversation so far."}]}`)
+	var b convbuild.Builder
+	b.Reset(len(body))
+	at := bytes.Index(body, []byte(`"Your`))
+	text := conversation.Span{Start: at, End: bytes.LastIndexByte(body, '"') + 1}
+	b.Block(conversation.Block{Kind: conversation.Text, Span: text, Text: text}, 0)
+	b.Message(conversation.Message{Role: conversation.RoleUser, Span: text}, 0)
+	c := &conversation.Conversation{Body: body, Messages: b.Done()}
+	got := API{}.Features(http.Header{"Anthropic-Beta": {"context-1m-2025-08-07"}}, c)
+	if len(got.Betas) != 1 || got.Betas[0] != "context-1m-2025-08-07" || !got.ClientCompaction {
+		t.Errorf("features %+v: want the anthropic-beta value and a client compaction", got)
+	}
+	if got := (API{}).Features(http.Header{}, &conversation.Conversation{}); got.Betas != nil || got.ClientCompaction {
+		t.Errorf("a plain request: %+v", got)
+	}
+}
+
+// TestAPICallKey: a configured key goes as a bearer token; a session's
+// call takes the session's credentials and billing headers only.
+func TestAPICallKey(t *testing.T) {
+	h := http.Header{}
+	API{}.CallHeader(h, nil)
+	API{}.CallKey(h, "sk-proj-key")
+	if len(h) != 1 || h.Get("Authorization") != "Bearer sk-proj-key" {
+		t.Errorf("configured key: %v", h)
+	}
+	h = http.Header{}
+	API{}.CallHeader(h, http.Header{"Authorization": {"Bearer s"}, "Openai-Project": {"p"}, "Session-Id": {"x"}})
+	if len(h) != 2 || h.Get("Authorization") != "Bearer s" || h.Get("Openai-Project") != "p" {
+		t.Errorf("session's credentials: %v", h)
 	}
 }

@@ -13,6 +13,7 @@ package protocol
 
 import (
 	"errors"
+	"hash/maphash"
 	"net/http"
 	"strings"
 
@@ -49,12 +50,39 @@ type Protocol interface {
 	// the bytes body shares with prev.Body, so ParseAfter may reuse them.
 	Stable(prev *conversation.Conversation, body []byte) int
 
+	// QuickKey hashes, with seed, what every request of one conversation
+	// starts with, from a quick scan of the start of body: the system
+	// prompt when it comes before the message list, and the messages up
+	// to and including the first user message, by their text, so that a
+	// client's re-encoding of them does not change the key. Its cost does
+	// not grow with the history. Conversations that start alike may share
+	// a key. ok is false when body does not look like a request of the
+	// protocol (Parse then says what is wrong). It is how the engine finds
+	// the memory of a session whose requests carry no session header.
+	QuickKey(seed maphash.Seed, body []byte) (sum uint64, ok bool)
+	// Features returns what the engine reads of a request besides its
+	// conversation, as the API and its clients express it: h is the
+	// request's header, c its body's parse.
+	Features(h http.Header, c *conversation.Conversation) Features
+
 	// NewUsageTap returns a tap that reads the usage of an answer with
 	// the given Content-Type as it streams past.
 	NewUsageTap(contentType string) UsageTap
 	// AppendError appends the body of an error answer in the protocol's
 	// shape, with a client-safe message and an error ID.
 	AppendError(dst []byte, kind Kind, message, id string) []byte
+}
+
+// Features are what a request asks for, or is, beyond its messages.
+type Features struct {
+	// Betas are the values of the header that turns on beta features of
+	// the API (Anthropic's anthropic-beta), each a comma-separated list:
+	// some change the model's window (model.Registry.LookupRequest).
+	Betas []string
+	// ClientCompaction is set when the request is the client's own
+	// compaction of its history (Claude Code's /compact and
+	// auto-compact): it goes upstream as it came.
+	ClientCompaction bool
 }
 
 // Claim is how strongly a request belongs to a protocol.
@@ -181,5 +209,11 @@ type Caller interface {
 	// CallHeader copies into dst what a call needs from the header h of
 	// the session's own request to be authorized and understood: its
 	// credentials, API version and organization. Nothing else is taken.
+	// With h nil it sets what a call needs besides credentials (the API
+	// version).
 	CallHeader(dst, h http.Header)
+	// CallKey sets in dst the credentials of a call made with the API key
+	// key, in the header the API takes them in (x-api-key, or
+	// Authorization: Bearer).
+	CallKey(dst http.Header, key string)
 }

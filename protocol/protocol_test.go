@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -38,6 +39,10 @@ func (shape) ParseAfter([]byte, *conversation.Conversation, int) (*conversation.
 }
 func (shape) Stable(*conversation.Conversation, []byte) int { return 0 }
 func (shape) NewUsageTap(string) UsageTap                   { return nil }
+func (shape) QuickKey(maphash.Seed, []byte) (uint64, bool)  { return 0, false }
+func (shape) Features(http.Header, *conversation.Conversation) Features {
+	return Features{}
+}
 func (shape) AppendError(dst []byte, k Kind, msg, id string) []byte {
 	b, _ := json.Marshal(map[string]any{"kind": int(k), "message": msg, "id": id})
 	return append(dst, b...)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"hash/maphash"
 	"net/http"
 	"net/url"
 	"strings"
@@ -38,6 +39,10 @@ func (fakeOpenAI) ParseAfter([]byte, *conversation.Conversation, int) (*conversa
 }
 func (fakeOpenAI) Stable(*conversation.Conversation, []byte) int { return 0 }
 func (fakeOpenAI) NewUsageTap(string) protocol.UsageTap          { return nil }
+func (fakeOpenAI) QuickKey(maphash.Seed, []byte) (uint64, bool)  { return 0, false }
+func (fakeOpenAI) Features(http.Header, *conversation.Conversation) protocol.Features {
+	return protocol.Features{}
+}
 func (fakeOpenAI) AppendError(dst []byte, k protocol.Kind, msg, id string) []byte {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": "fake_error", "code": id}})
 	return append(dst, b...)

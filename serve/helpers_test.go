@@ -15,7 +15,7 @@ import (
 	"github.com/ctxguard/ctxguard/observe"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
-	"github.com/ctxguard/ctxguard/pass/compact"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tools/sessiongen"
@@ -27,9 +27,9 @@ var protocols = []protocol.Protocol{anthropic.Protocol, responses.Protocol, chat
 // option adjusts the engine's Options newServer builds with.
 type option func(*engine.Options)
 
-func withStore(s store.Store) option             { return func(o *engine.Options) { o.Store = s } }
-func withSummarizer(s compact.Summarizer) option { return func(o *engine.Options) { o.Summarizer = s } }
-func withClock(now func() time.Time) option      { return func(o *engine.Options) { o.Now = now } }
+func withStore(s store.Store) option          { return func(o *engine.Options) { o.Store = s } }
+func withSummarizer(s pass.Summarizer) option { return func(o *engine.Options) { o.Summarizer = s } }
+func withClock(now func() time.Time) option   { return func(o *engine.Options) { o.Now = now } }
 
 // newServer wires a Server for cfg as a Guard does: paths expanded,
 // validated, the store OpenStore opens in a fresh data directory unless
@@ -75,9 +75,9 @@ func newServer(t testing.TB, cfg config.Config, opts ...option) *Server {
 // the extractive one.
 type blockingSummarizer struct{}
 
-func (blockingSummarizer) Summarize(ctx context.Context, _ *compact.Job) (compact.Summary, error) {
+func (blockingSummarizer) Summarize(ctx context.Context, _ *pass.Job) (pass.Summary, error) {
 	<-ctx.Done()
-	return compact.Summary{}, ctx.Err()
+	return pass.Summary{}, ctx.Err()
 }
 
 // longSession is a generated Claude Code session of 300 turns, long

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/dashboard"
 	"github.com/ctxguard/ctxguard/internal/breaker"
@@ -47,7 +46,10 @@ import (
 // and not at all when it is "off"; whatever the access, only to requests
 // whose Host names this machine (or a name in local.hosts), so that a web
 // page cannot read them through DNS rebinding. Handlers return errors;
-// protocol.Write renders them (in the Messages API's shape).
+// protocol.Write renders them in the shape of the API whose client asks,
+// as its headers say (protocol.Pick: an Anthropic SDK's anthropic-version,
+// say), or, when no protocol claims the request (a browser, curl), as
+// neutral JSON: {"error":{"message":...,"id":...}}.
 //
 // Every answer, errors and redirects included, carries
 // X-Content-Type-Options: nosniff (set here, once, before any handler
@@ -73,7 +75,9 @@ func (s *Server) local() (http.Handler, []string) {
 				err = h(w, r)
 			}
 			if err != nil {
-				protocol.Write(r.Context(), w, s.log, anthropic.Protocol, err)
+				// In the shape of the API whose client asks (an SDK's
+				// headers say), else neutral JSON.
+				protocol.Write(r.Context(), w, s.log, protocol.Pick(s.protocols, r.Method, r.URL.Path, r.Header), err)
 			}
 		})
 	}

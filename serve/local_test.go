@@ -3,9 +3,11 @@ package serve
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -175,5 +177,47 @@ func TestLocalHeaders(t *testing.T) {
 			continue
 		}
 		check(tc.what, do(tc.method, tc.path, h, tc.body), tc.status, tc.want)
+	}
+}
+
+// TestLocalErrorShape: the local endpoints answer an error in the shape
+// of the API whose client asks, as its headers say (an Anthropic SDK
+// sends anthropic-version), and in neutral JSON when no protocol claims
+// the request (a browser, curl), whatever the error.
+func TestLocalErrorShape(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Local.Access = "off"
+	off := newServer(t, cfg)
+	on := newServer(t, config.Defaults())
+	for _, tc := range []struct {
+		name   string
+		g      *Server
+		path   string
+		h      http.Header
+		status int
+		prefix string // how the body starts
+	}{
+		{"anthropic, not found", on, "/ctxguard/v1/nope", http.Header{"Anthropic-Version": {"2023-06-01"}}, 404,
+			`{"type":"error","error":{"type":"not_found_error","message":"no such ctxguard endpoint (error ID ctxguard_`},
+		{"anthropic-beta alone, forbidden", off, "/ctxguard/v1/stats", http.Header{"Anthropic-Beta": {"x"}}, 403,
+			`{"type":"error","error":{"type":"permission_error","message":"ctxguard: local endpoints are off`},
+		{"no protocol's header, not found", on, "/ctxguard/v1/nope", nil, 404,
+			`{"error":{"message":"no such ctxguard endpoint (error ID ctxguard_`},
+		{"an OpenAI key is no claim on a local path", off, "/ctxguard/v1/stats", http.Header{"Authorization": {"Bearer sk-x"}}, 403,
+			`{"error":{"message":"ctxguard: local endpoints are off`},
+	} {
+		r := httptest.NewRequest("GET", tc.path, nil)
+		r.RemoteAddr, r.Host = "127.0.0.1:5000", "127.0.0.1:8787"
+		for k, v := range tc.h {
+			r.Header[k] = v
+		}
+		w := httptest.NewRecorder()
+		tc.g.Local().ServeHTTP(w, r)
+		if w.Code != tc.status || !strings.HasPrefix(w.Body.String(), tc.prefix) || !json.Valid(w.Body.Bytes()) {
+			t.Errorf("%s: %d %s; want %d and a body starting %s", tc.name, w.Code, w.Body, tc.status, tc.prefix)
+		}
+		if id := w.Header().Get("X-Ctxguard-Error-Id"); id == "" || !strings.Contains(w.Body.String(), `"`+id+`"`) {
+			t.Errorf("%s: the body does not carry the error ID %q", tc.name, id)
+		}
 	}
 }

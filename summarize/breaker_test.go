@@ -13,6 +13,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/internal/breaker"
 	"github.com/ctxguard/ctxguard/openai/openaitest"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/store/storetest"
 )
@@ -69,7 +70,7 @@ func TestBreakerFailing(t *testing.T) {
 			c, clk := breakerClient(t, compact.DefaultSummarizer(), tc.url)
 			before := tc.calls()
 			j := job(tc.proto, "m")
-			if _, err := c.Summarize(context.Background(), j); err == nil || errors.Is(err, compact.ErrBreakerOpen) {
+			if _, err := c.Summarize(context.Background(), j); err == nil || errors.Is(err, pass.ErrBreakerOpen) {
 				t.Fatalf("first call: %v, want the upstream's failure", err)
 			}
 			if n := tc.calls() - before; n != 3 {
@@ -85,14 +86,14 @@ func TestBreakerFailing(t *testing.T) {
 				backoffs = append(backoffs, d)
 				n := tc.calls()
 				clk.Advance(d - time.Second)
-				if _, err := c.Summarize(context.Background(), j); !errors.Is(err, compact.ErrBreakerOpen) {
+				if _, err := c.Summarize(context.Background(), j); !errors.Is(err, pass.ErrBreakerOpen) {
 					t.Fatalf("a call during the back-off: %v, want ErrBreakerOpen", err)
 				}
 				if tc.calls() != n {
 					t.Fatal("a call during the back-off reached the server")
 				}
 				clk.Advance(time.Second)
-				if _, err := c.Summarize(context.Background(), j); err == nil || errors.Is(err, compact.ErrBreakerOpen) {
+				if _, err := c.Summarize(context.Background(), j); err == nil || errors.Is(err, pass.ErrBreakerOpen) {
 					t.Fatalf("the probe: %v, want the upstream's failure", err)
 				}
 				if got := tc.calls() - n; got != 3 {
@@ -150,7 +151,7 @@ func TestBreakerHung(t *testing.T) {
 	c, _ := breakerClient(t, cfg, srv.URL)
 
 	type result struct {
-		sum compact.Summary
+		sum pass.Summary
 		err error
 	}
 	first, second := make(chan result, 1), make(chan result, 1)
@@ -164,7 +165,7 @@ func TestBreakerHung(t *testing.T) {
 	}
 	close(overdue)
 	r := <-second
-	if !errors.Is(r.err, compact.ErrBreakerOpen) {
+	if !errors.Is(r.err, pass.ErrBreakerOpen) {
 		t.Fatalf("the second hung call: %v, want ErrBreakerOpen once the first is overdue", r.err)
 	}
 	if st := onlyBreaker(t, c); st.State != breaker.Probing || st.Trips != 1 {
@@ -174,7 +175,7 @@ func TestBreakerHung(t *testing.T) {
 		t.Error("Allows says a call would be made while the hung call probes")
 	}
 	n := len(ant.MessagesRequests())
-	if _, err := c.Summarize(context.Background(), job("anthropic", "m")); !errors.Is(err, compact.ErrBreakerOpen) {
+	if _, err := c.Summarize(context.Background(), job("anthropic", "m")); !errors.Is(err, pass.ErrBreakerOpen) {
 		t.Fatalf("a new call while the hung one runs: %v", err)
 	}
 	if len(ant.MessagesRequests()) != n {
@@ -219,7 +220,7 @@ func TestBreakerSlow(t *testing.T) {
 	if n := len(srv.Requests()); n != 1 {
 		t.Errorf("%d requests, want 1: a timeout is not retried", n)
 	}
-	if _, err := c.Summarize(context.Background(), job("responses", "gpt-5")); !errors.Is(err, compact.ErrBreakerOpen) {
+	if _, err := c.Summarize(context.Background(), job("responses", "gpt-5")); !errors.Is(err, pass.ErrBreakerOpen) {
 		t.Fatalf("the next call: %v, want ErrBreakerOpen", err)
 	}
 	if n := len(srv.Requests()); n != 1 {

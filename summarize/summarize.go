@@ -1,5 +1,5 @@
 // Package summarize is the model call ctxguard makes itself to write a
-// compaction summary (compact.Summarizer): by default in the session's own
+// compaction summary (pass.Summarizer): by default in the session's own
 // protocol, to its own upstream, with a small model of its family and the
 // credentials of the session's request; or to a configured endpoint.
 //
@@ -13,9 +13,9 @@
 // each upstream and model has a circuit breaker (internal/breaker). A call
 // that fails (after its retries), times out (an attempt past Timeout, the
 // caller's deadline), or that a request stopped waiting for
-// (compact.Job.Overdue) opens it: for BreakerBackoff, doubling with each
+// (pass.Job.Overdue) opens it: for BreakerBackoff, doubling with each
 // failed probe up to BreakerMaxBackoff, calls to that upstream and model
-// fail at once with compact.ErrBreakerOpen, and the calls in flight to it
+// fail at once with pass.ErrBreakerOpen, and the calls in flight to it
 // end (a hung summarizer holds no call slot); then one call is the probe,
 // and its success closes the breaker. A call a request stopped waiting for
 // goes on as the probe: a slow answer still serves, and closes it.
@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/internal/breaker"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/protocol"
 )
@@ -67,7 +68,7 @@ const maxBreakers = 64
 // breaker.
 var errOverdue = errors.New("no answer within the time a request waits for a summary")
 
-// Client implements compact.Summarizer. It is safe for concurrent use.
+// Client implements pass.Summarizer. It is safe for concurrent use.
 type Client struct {
 	cfg       compact.SummarizerConfig
 	protos    map[string]protocol.Protocol // by name
@@ -147,16 +148,16 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Summarize implements compact.Summarizer. While the breaker of the
+// Summarize implements pass.Summarizer. While the breaker of the
 // job's upstream and model is open, it fails at once with an error
-// matching compact.ErrBreakerOpen.
-func (c *Client) Summarize(ctx context.Context, j *compact.Job) (compact.Summary, error) {
+// matching pass.ErrBreakerOpen.
+func (c *Client) Summarize(ctx context.Context, j *pass.Job) (pass.Summary, error) {
 	if c.cfg.Mode == "none" {
-		return compact.Summary{}, ErrNone
+		return pass.Summary{}, ErrNone
 	}
 	proto, base, h, model, err := c.target(j)
 	if err != nil {
-		return compact.Summary{}, err
+		return pass.Summary{}, err
 	}
 	caller := proto.(protocol.Caller)
 	path, body := caller.CallRequest(model, j.System, j.Input, j.MaxTokens)
@@ -166,17 +167,17 @@ func (c *Client) Summarize(ctx context.Context, j *compact.Job) (compact.Summary
 	br := c.breaker(tg)
 	call, ok := br.Allow()
 	if !ok {
-		return compact.Summary{}, openError(tg, br)
+		return pass.Summary{}, openError(tg, br)
 	}
 	select {
 	case c.slots <- struct{}{}:
 		defer func() { <-c.slots }()
 	case <-ctx.Done():
 		call.Release()
-		return compact.Summary{}, ctx.Err()
+		return pass.Summary{}, ctx.Err()
 	case <-call.Done():
 		call.Release()
-		return compact.Summary{}, openError(tg, br)
+		return pass.Summary{}, openError(tg, br)
 	}
 	// The call ends when the breaker opens under it (another call
 	// failed), unless it is the probe; a request that stopped waiting
@@ -214,10 +215,10 @@ func (c *Client) Summarize(ctx context.Context, j *compact.Job) (compact.Summary
 		if probe {
 			c.log.Info("summarize: the summarizer answers again", "upstream", tg.upstream, "model", model)
 		}
-		return compact.Summary{Text: text, Model: model, InputTokens: usage.PromptTokens(), OutputTokens: usage.Output}, nil
+		return pass.Summary{Text: text, Model: model, InputTokens: usage.PromptTokens(), OutputTokens: usage.Output}, nil
 	case errors.Is(context.Cause(cctx), breaker.ErrOpen):
 		call.Release()
-		return compact.Summary{}, openError(tg, br)
+		return pass.Summary{}, openError(tg, br)
 	}
 	err = redact(fmt.Errorf("summarize: %s %s: %w", proto.Name(), model, err), h)
 	if errors.Is(ctx.Err(), context.Canceled) {
@@ -225,7 +226,7 @@ func (c *Client) Summarize(ctx context.Context, j *compact.Job) (compact.Summary
 	} else if call.Failure(err) {
 		c.opened(tg, br, err)
 	}
-	return compact.Summary{}, err
+	return pass.Summary{}, err
 }
 
 // attempts makes the call, retrying what may pass (a network error, 429,
@@ -302,15 +303,15 @@ func openError(t target, br *breaker.Breaker) error {
 	st := br.Status()
 	if st.State == breaker.Open {
 		return fmt.Errorf("summarize: %s %s failed %d times in a row (%v); no call until %s: %w",
-			t.upstream, t.model, st.Fails, st.Err, st.Until.UTC().Format(time.RFC3339), compact.ErrBreakerOpen)
+			t.upstream, t.model, st.Fails, st.Err, st.Until.UTC().Format(time.RFC3339), pass.ErrBreakerOpen)
 	}
-	return fmt.Errorf("summarize: %s %s failed (%v); a probe call is under way: %w", t.upstream, t.model, st.Err, compact.ErrBreakerOpen)
+	return fmt.Errorf("summarize: %s %s failed (%v); a probe call is under way: %w", t.upstream, t.model, st.Err, pass.ErrBreakerOpen)
 }
 
-// Allows implements compact.Breaker: whether a call for j would be made
+// Allows implements pass.Breaker: whether a call for j would be made
 // now, and whether it would be the probe of a breaker that opened; with
 // count, a refusal counts as a call refused.
-func (c *Client) Allows(j *compact.Job, count bool) (ok, probe bool) {
+func (c *Client) Allows(j *pass.Job, count bool) (ok, probe bool) {
 	if c.cfg.Mode == "none" {
 		return false, false
 	}
@@ -367,16 +368,13 @@ func redact(err error, h http.Header) error {
 
 // target returns the protocol, base URL, headers and model of a job's
 // call.
-func (c *Client) target(j *compact.Job) (protocol.Protocol, *url.URL, http.Header, string, error) {
+func (c *Client) target(j *pass.Job) (protocol.Protocol, *url.URL, http.Header, string, error) {
 	h := http.Header{"Content-Type": {"application/json"}}
 	if c.cfg.Mode == "endpoint" {
 		p := c.protos[c.cfg.Protocol]
-		if p.Family() == "anthropic" {
-			h.Set("X-Api-Key", c.key)
-			p.(protocol.Caller).CallHeader(h, nil)
-		} else {
-			h.Set("Authorization", "Bearer "+c.key)
-		}
+		caller := p.(protocol.Caller)
+		caller.CallHeader(h, nil)
+		caller.CallKey(h, c.key)
 		return p, c.endpoint, h, c.cfg.Model, nil
 	}
 	p := c.protos[j.Protocol]

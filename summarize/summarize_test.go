@@ -15,9 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/protocol"
 )
@@ -77,10 +80,10 @@ func newClient(t *testing.T, cfg compact.SummarizerConfig, url string, log *slog
 	return c
 }
 
-func job(proto, model string) *compact.Job {
+func job(proto, model string) *pass.Job {
 	h := http.Header{"X-Api-Key": {secret}, "Authorization": {"Bearer " + secret}, "Anthropic-Beta": {"interleaved-thinking-2025-05-14"},
 		"X-Claude-Code-Session-Id": {"s1"}, "Openai-Organization": {"org-1"}, "Cookie": {"c=1"}}
-	return &compact.Job{Protocol: proto, Model: model, Header: h, System: "SYSTEM", Input: "INPUT", MaxTokens: 1234}
+	return &pass.Job{Protocol: proto, Model: model, Header: h, System: "SYSTEM", Input: "INPUT", MaxTokens: 1234}
 }
 
 // TestSessionMode: a call in each protocol goes to the session's upstream
@@ -129,20 +132,40 @@ func TestSessionMode(t *testing.T) {
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
 
+// TestEndpointMode: a configured endpoint is called in its protocol with
+// the configured key, in the header that protocol takes it in, and with
+// nothing of the session's own headers.
 func TestEndpointMode(t *testing.T) {
-	s, got := fakeAPI(t, ok)
 	t.Setenv("CTXGUARD_TEST_KEY", secret)
+	for _, tc := range []struct {
+		proto, path string
+		header      http.Header // what the call carries besides Content-Type
+	}{
+		{"chat", "/v1/chat/completions", http.Header{"Authorization": {"Bearer " + secret}}},
+		{"responses", "/v1/responses", http.Header{"Authorization": {"Bearer " + secret}}},
+		{"anthropic", "/v1/messages", http.Header{"X-Api-Key": {secret}, "Anthropic-Version": {anthropic.Version}}},
+	} {
+		s, got := fakeAPI(t, ok)
+		cfg := compact.DefaultSummarizer()
+		cfg.Mode, cfg.Endpoint, cfg.Protocol, cfg.Model, cfg.APIKeyEnv = "endpoint", s.URL, tc.proto, "small-model", "CTXGUARD_TEST_KEY"
+		c := newClient(t, cfg, "http://unused.invalid", nil)
+		if _, err := c.Summarize(context.Background(), job("anthropic", "claude-opus-4-5")); err != nil {
+			t.Fatalf("%s: %v", tc.proto, err)
+		}
+		r := got()[0]
+		h := r.header.Clone()
+		for _, k := range []string{"Content-Type", "Content-Length", "Accept-Encoding", "User-Agent"} {
+			h.Del(k)
+		}
+		if r.path != tc.path || r.body["model"] != "small-model" {
+			t.Errorf("%s: request %s %v, want %s", tc.proto, r.path, r.body["model"], tc.path)
+		}
+		if d := cmp.Diff(tc.header, h); d != "" {
+			t.Errorf("%s: headers (-want +got):\n%s", tc.proto, d)
+		}
+	}
 	cfg := compact.DefaultSummarizer()
-	cfg.Mode, cfg.Endpoint, cfg.Protocol, cfg.Model, cfg.APIKeyEnv = "endpoint", s.URL, "chat", "small-model", "CTXGUARD_TEST_KEY"
-	c := newClient(t, cfg, "http://unused.invalid", nil)
-	if _, err := c.Summarize(context.Background(), job("anthropic", "claude-opus-4-5")); err != nil {
-		t.Fatal(err)
-	}
-	r := got()[0]
-	if r.path != "/v1/chat/completions" || r.body["model"] != "small-model" || r.header.Get("Authorization") != "Bearer "+secret {
-		t.Errorf("request %s %v %v", r.path, r.body["model"], r.header.Get("Authorization"))
-	}
-	cfg.APIKeyEnv = "CTXGUARD_TEST_UNSET"
+	cfg.Mode, cfg.Endpoint, cfg.Protocol, cfg.Model, cfg.APIKeyEnv = "endpoint", "http://unused.invalid", "chat", "small-model", "CTXGUARD_TEST_UNSET"
 	if _, err := New(cfg, protos, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "CTXGUARD_TEST_UNSET") {
 		t.Errorf("an unset key variable: %v", err)
 	}

@@ -32,6 +32,10 @@ import (
 	"github.com/ctxguard/ctxguard/internal/testtool"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/openaitest"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/clearing"
+	"github.com/ctxguard/ctxguard/pass/compress"
+	"github.com/ctxguard/ctxguard/pass/persist"
 )
 
 // The client's credentials: recognisable, so that the test can show
@@ -254,10 +258,12 @@ func testConfig(t *testing.T, anthropicURL, openaiURL string) config.Config {
 	cfg := config.Defaults()
 	cfg.DataDir = t.TempDir()
 	cfg.Upstreams = config.Upstreams{Anthropic: anthropicURL, OpenAI: openaiURL}
-	cfg.Compress.Enabled = false
-	cfg.Persist.Threshold = 1 << 20
-	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
-	cfg.Clear.Payback = 0
+	pass.Update(&cfg.Passes, func(s *compress.Config) { s.Enabled = false })
+	pass.Update(&cfg.Passes, func(s *persist.Config) { s.Threshold = 1 << 20 })
+	pass.Update(&cfg.Passes, func(s *clearing.Config) {
+		s.Trigger, s.KeepTokens, s.ClearAtLeast = model.Tokens(3000), model.Tokens(1000), model.Tokens(1000)
+		s.Payback = 0
+	})
 	return cfg
 }
 

@@ -1,8 +1,16 @@
-// Package convbuild holds what every protocol adapter's parser does to
-// build a conversation.Conversation: it collects messages, blocks and
-// parts in flat arrays that a pooled parser reuses from one request to the
-// next, takes the leading messages of an earlier parse over
-// (ParseAfter), and hands the arrays out as the Conversation's slices.
+// Package convbuild is the frame every protocol adapter's request parser
+// is built on, so that an adapter holds only what is its own wire format:
+//
+//   - Frame: the walk of the top-level object (model and stream read, the
+//     rest handed to the adapter), the message list (a repeated key
+//     replaced, the messages of an earlier parse taken over), a content
+//     that is a string or an array, the pairing of tool results with
+//     their calls, and shape errors wrapping protocol.ErrShape;
+//   - Pool: the pooled parser's lifecycle (a parser reused from one
+//     request to the next, holding no body once done);
+//   - Builder: the flat arrays messages, blocks and parts are collected
+//     in and handed out as the Conversation's slices;
+//   - Stable: how many messages of an earlier parse a body repeats.
 package convbuild
 
 import (
@@ -54,6 +62,16 @@ func (b *Builder) Block(blk conversation.Block, firstPart int) {
 // TruncBlocks drops the blocks from n on (not their parts).
 func (b *Builder) TruncBlocks(n int) {
 	b.Blocks, b.pranges = b.Blocks[:n], b.pranges[:n]
+}
+
+// DropParts drops the parts from firstPart on and makes the blocks from
+// firstBlock on hold none (an object whose parts turned out not to be
+// its blocks').
+func (b *Builder) DropParts(firstBlock, firstPart int) {
+	b.Parts = b.Parts[:firstPart]
+	for i := firstBlock; i < len(b.pranges); i++ {
+		b.pranges[i] = [2]int{firstPart, firstPart}
+	}
 }
 
 // Message appends a message holding the blocks from firstBlock on.

@@ -29,6 +29,8 @@ import (
 	"github.com/ctxguard/ctxguard/internal/shareddata"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/openaitest"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/store/redis/redistest"
 	"github.com/ctxguard/ctxguard/tools/transcript"
@@ -233,8 +235,10 @@ func fleetConfig(t *testing.T, up *upstream, storeURL, summarizer string) string
 	cfg.Upstreams = config.Upstreams{Anthropic: up.url, OpenAI: up.url}
 	cfg.PublicURL = publicURL
 	cfg.Store = storeURL
-	cfg.Compact.Summarizer.Mode = summarizer
-	cfg.Compact.Wait = 10 * time.Second
+	pass.Update(&cfg.Passes, func(s *compact.Config) {
+		s.Summarizer.Mode = summarizer
+		s.Wait = 10 * time.Second
+	})
 	small := model.Limits{Window: 40_000, MaxOutput: 4_000, LongWindow: 40_000}
 	cfg.Models.Default = small
 	cfg.Models.Overrides = map[string]model.Limits{}

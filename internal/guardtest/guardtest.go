@@ -19,6 +19,8 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/pass"
+	_ "github.com/ctxguard/ctxguard/pass/all" // the passes ctxguard ships
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/record"
 	"github.com/ctxguard/ctxguard/tools/transcript"
@@ -27,11 +29,9 @@ import (
 // AllOff returns the defaults with every rule switched off.
 func AllOff() config.Config {
 	c := config.Defaults()
-	c.Compress.Enabled = false
-	c.Persist.Enabled = false
-	c.Clear.Enabled = false
-	c.Compact.Enabled = false
-	c.ThinkingGuard.Enabled = false
+	for _, m := range pass.Modules() {
+		c.Passes.Switch(m.Name, false)
+	}
 	return c
 }
 

@@ -3,7 +3,10 @@
 // Server-Sent Events stream into events, Member finds one top-level member
 // of a JSON object. Both take the stream in pieces of any size, split
 // anywhere, never fail, never retain the slices they are given, and hold a
-// bounded number of bytes. Neither is safe for concurrent use.
+// bounded number of bytes. Neither is safe for concurrent use. UsageTap
+// is the frame of every protocol's usage tap: the protocol says which
+// events and which JSON member carry its usage (Usage), the tap does the
+// rest.
 package tap
 
 import (
@@ -40,7 +43,7 @@ func ModeOf(contentType string) Mode {
 
 // Router sends an answer's bytes to the reader its Content-Type calls for
 // (Mode): SSE for an event stream, JSON for a JSON answer, nowhere for
-// anything else. Every protocol's usage tap is one.
+// anything else. Every UsageTap is one.
 type Router struct {
 	Mode Mode
 	SSE  SSE

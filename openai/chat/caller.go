@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
-	"github.com/ctxguard/ctxguard/openai"
 	"github.com/ctxguard/ctxguard/protocol"
 )
 
@@ -62,9 +60,3 @@ func (chatAPI) CallAnswer(body []byte) (string, protocol.Usage, error) {
 	}
 	return strings.TrimSpace(*m.Content), u, nil
 }
-
-// SmallModel implements protocol.Caller (openai.SmallModel).
-func (chatAPI) SmallModel(id string) string { return openai.SmallModel(id) }
-
-// CallHeader implements protocol.Caller (openai.CallHeader).
-func (chatAPI) CallHeader(dst, h http.Header) { openai.CallHeader(dst, h) }

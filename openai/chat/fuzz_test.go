@@ -7,7 +7,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/pass/persist"
 	"github.com/ctxguard/ctxguard/pipeline"
@@ -89,7 +89,7 @@ func exercise(c *conversation.Conversation) {
 }
 
 func fuzzPasses(f *testing.F) []pipeline.Pass {
-	cl, err := clear.New(clearConfig(), blobs())
+	cl, err := clearing.New(clearConfig(), blobs())
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -11,7 +11,9 @@ import (
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/clearing"
+	"github.com/ctxguard/ctxguard/pass/persist"
 )
 
 // newGuard returns a Guard keeping its blobs in dir (the stubs name it).
@@ -37,7 +39,9 @@ func TestGuardSession(t *testing.T) {
 	ctx := context.Background()
 
 	off := config.Defaults()
-	off.Compress.Enabled, off.Persist.Enabled, off.Clear.Enabled, off.Compact.Enabled, off.ThinkingGuard.Enabled = false, false, false, false, false
+	for _, m := range pass.Modules() {
+		off.Passes.Switch(m.Name, false)
+	}
 	g := newGuard(t, off, t.TempDir())
 	for k, body := range reqs {
 		if res := g.RewriteBody(ctx, chat.Protocol, h, body); res.Changed || string(res.Body) != string(body) || res.Err != nil {
@@ -53,10 +57,12 @@ func TestGuardSession(t *testing.T) {
 func guardSession(t *testing.T, reqs [][]byte, h http.Header, trim bool) {
 	ctx := context.Background()
 	cfg := config.Defaults()
-	cfg.Clear.Trigger, cfg.Clear.KeepTokens, cfg.Clear.ClearAtLeast = model.Tokens(8000), model.Tokens(2000), model.Tokens(4000)
-	cfg.Clear.Payback = 0
-	cfg.Clear.Trim = clear.Trim{Enabled: trim, KeepRounds: 2}
-	cfg.Persist.Threshold, cfg.Persist.Preview = 2000, 200
+	pass.Update(&cfg.Passes, func(s *clearing.Config) {
+		s.Trigger, s.KeepTokens, s.ClearAtLeast = model.Tokens(8000), model.Tokens(2000), model.Tokens(4000)
+		s.Payback = 0
+		s.Trim = clearing.Trim{Enabled: trim, KeepRounds: 2}
+	})
+	pass.Update(&cfg.Passes, func(s *persist.Config) { s.Threshold, s.Preview = 2000, 200 })
 	dir := t.TempDir()
 	live := newGuard(t, cfg, dir)
 	var prev []byte

@@ -9,48 +9,12 @@ import (
 // member values 3 (content, tool_calls), part or call 4, their members 5,
 // a call's function members 6.
 const (
-	dMessages = 1
-	dMessage  = 2
-	dMember   = 3
-	dPart     = 4
-	dPartVal  = 5
-	dFuncVal  = 6
+	dMessage = 2
+	dMember  = 3
+	dPart    = 4
+	dPartVal = 5
+	dFuncVal = 6
 )
-
-func (p *parser) messages(v int) (int, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i >= len(p.b) || p.b[i] != '[' {
-		s, err := jsonscan.ValueAt(p.b, v, dMessages)
-		if err != nil {
-			return 0, err
-		}
-		return 0, shapeErr(s.Start, "messages is not an array")
-	}
-	if p.sawMessages {
-		// A repeated key: the last one wins, as in encoding/json.
-		p.bld.Clear()
-		p.marks, p.toolOpen = 0, false
-	}
-	p.sawMessages = true
-	if pv := p.prev; pv != nil && pv.List.Start == i && len(p.bld.Msgs) == 0 {
-		p.prev = nil // only the first messages key can be reused
-		s, err := jsonscan.ArrayEachAfter(p.b, i, p.reuse(pv, p.stable), p.message)
-		p.c.List = s
-		return s.End, err
-	}
-	s, err := jsonscan.ArrayEach(p.b, i, dMessages, p.message)
-	p.c.List = s
-	return s.End, err
-}
-
-// reuse takes the first n messages of an earlier parse of the same bytes
-// over and returns where the last of them ends.
-func (p *parser) reuse(prev *conv, n int) int {
-	end, marks := p.bld.Reuse(prev, n)
-	p.marks += marks
-	p.toolOpen = prev.Messages[n-1].Role == conversation.RoleTool
-	return end
-}
 
 // memberTypes are the assistant message members that are kept as Opaque
 // blocks: what some providers add (reasoning) and what the API has
@@ -69,28 +33,28 @@ func memberType(k []byte) string {
 // message parses one wire message. A tool message joins the run of tool
 // messages just before it, if any, as one more ToolResult block.
 func (p *parser) message(v int) (int, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i >= len(p.b) || p.b[i] != '{' {
-		s, err := jsonscan.ValueAt(p.b, v, dMessage)
+	i := jsonscan.SkipSpace(p.B, v)
+	if i >= len(p.B) || p.B[i] != '{' {
+		s, err := jsonscan.ValueAt(p.B, v, dMessage)
 		if err != nil {
 			return 0, err
 		}
-		return 0, shapeErr(s.Start, "message is not an object")
+		return 0, p.ShapeErr(s.Start, "message is not an object")
 	}
-	first := len(p.bld.Blocks)
-	firstPart := len(p.bld.Parts)
+	first := len(p.Bld.Blocks)
+	firstPart := len(p.Bld.Parts)
 	var roleSp, content, callID span
 	var str, sawContent, sawCalls bool
-	s, err := jsonscan.ObjectEach(p.b, i, dMessage, func(k span, v int) (int, error) {
-		key := p.keyRaw(k)
+	s, err := jsonscan.ObjectEach(p.B, i, dMessage, func(k span, v int) (int, error) {
+		key := p.Key(k)
 		switch string(key) {
 		case "role":
-			r, err := jsonscan.ValueAt(p.b, v, dMember)
+			r, err := jsonscan.ValueAt(p.B, v, dMember)
 			roleSp = r
 			return r.End, err
 		case "content":
 			if sawContent {
-				return 0, shapeErr(k.Start, "repeated content")
+				return 0, p.ShapeErr(k.Start, "repeated content")
 			}
 			sawContent = true
 			c, isStr, err := p.content(v)
@@ -98,70 +62,69 @@ func (p *parser) message(v int) (int, error) {
 			return c.End, err
 		case "tool_calls":
 			if sawCalls {
-				return 0, shapeErr(k.Start, "repeated tool_calls")
+				return 0, p.ShapeErr(k.Start, "repeated tool_calls")
 			}
 			sawCalls = true
 			return p.toolCalls(v)
 		case "tool_call_id":
-			r, err := jsonscan.ValueAt(p.b, v, dMember)
+			r, err := jsonscan.ValueAt(p.B, v, dMember)
 			callID = r
 			return r.End, err
 		}
 		if t := memberType(key); t != "" {
-			r, err := jsonscan.ValueAt(p.b, v, dMember)
+			r, err := jsonscan.ValueAt(p.B, v, dMember)
 			if err != nil {
 				return 0, err
 			}
 			p.addBlock(conversation.Block{Kind: conversation.Opaque, Type: t, Span: span{Start: k.Start, End: r.End}, Call: noCall})
 			return r.End, nil
 		}
-		return jsonscan.Skip(p.b, v, dMember)
+		return jsonscan.Skip(p.B, v, dMember)
 	})
 	if err != nil {
 		return 0, err
 	}
-	role := roleOf(p.b, roleSp)
+	role := roleOf(p.B, roleSp)
 	if role != conversation.RoleTool {
-		p.bld.Message(conversation.Message{Role: role, Span: s, Content: content, ContentString: str}, first)
-		p.toolOpen = false
-		p.marks += p.bld.Marks(first)
+		p.Bld.Message(conversation.Message{Role: role, Span: s, Content: content, ContentString: str}, first)
+		p.marks += p.Bld.Marks(first)
 		return s.End, nil
 	}
 	// A tool message: its content's blocks become the parts of one
 	// ToolResult block.
 	blk := conversation.Block{Kind: conversation.ToolResult, Type: "tool", Span: s, ID: callID, Content: content, Call: noCall}
-	kc := jsonscan.KindOf(p.b, content)
-	if jsonscan.KindOf(p.b, callID) != jsonscan.String || (kc != jsonscan.String && kc != jsonscan.Array) {
+	kc := jsonscan.KindOf(p.B, content)
+	if jsonscan.KindOf(p.B, callID) != jsonscan.String || (kc != jsonscan.String && kc != jsonscan.Array) {
 		blk = conversation.Block{Kind: conversation.Opaque, Type: "tool", Span: s, Call: noCall}
 	} else {
-		for bi := first; bi < len(p.bld.Blocks); bi++ {
-			b := &p.bld.Blocks[bi]
+		for bi := first; bi < len(p.Bld.Blocks); bi++ {
+			b := &p.Bld.Blocks[bi]
 			if !content.Contains(b.Span) {
 				continue // a member a tool message has no business carrying
 			}
-			p.bld.Parts = append(p.bld.Parts, conversation.Part{Kind: partKind(b.Kind), Span: b.Span, Text: b.Text, CacheControl: b.CacheControl})
+			p.Bld.Parts = append(p.Bld.Parts, conversation.Part{Kind: partKind(b.Kind), Span: b.Span, Text: b.Text, CacheControl: b.CacheControl})
 		}
 	}
 	// Message content blocks have no parts, so the parts made above start
 	// at firstPart; an Opaque tool message keeps none.
 	if blk.Kind == conversation.Opaque {
-		p.bld.Parts = p.bld.Parts[:firstPart]
+		p.Bld.Parts = p.Bld.Parts[:firstPart]
 	}
-	p.bld.TruncBlocks(first)
-	p.bld.Block(blk, firstPart)
-	if p.toolOpen {
-		p.bld.Extend(s.End)
+	p.Bld.TruncBlocks(first)
+	p.Bld.Block(blk, firstPart)
+	if n := len(p.Bld.Msgs); n > 0 && p.Bld.Msgs[n-1].Role == conversation.RoleTool {
+		// The run of tool messages before it goes on.
+		p.Bld.Extend(s.End)
 	} else {
-		p.bld.Message(conversation.Message{Role: conversation.RoleTool, Span: s}, first)
+		p.Bld.Message(conversation.Message{Role: conversation.RoleTool, Span: s}, first)
 	}
-	p.toolOpen = true
-	p.marks += p.bld.Marks(first)
+	p.marks += p.Bld.Marks(first)
 	return s.End, nil
 }
 
 var noCall = [2]int{-1, -1}
 
-func (p *parser) addBlock(b conversation.Block) { p.bld.Block(b, len(p.bld.Parts)) }
+func (p *parser) addBlock(b conversation.Block) { p.Bld.Block(b, len(p.Bld.Parts)) }
 
 // partKind is the kind of a tool result part made of a content block.
 func partKind(k conversation.Kind) conversation.Kind {
@@ -194,47 +157,41 @@ func roleOf(b []byte, r span) conversation.Role {
 // content parses a message's content: a string (one Text block), an array
 // of parts, or anything else (null), which gives no block.
 func (p *parser) content(v int) (span, bool, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i < len(p.b) && p.b[i] == '[' {
-		s, err := jsonscan.ArrayEach(p.b, i, dMember, p.part)
-		return s, false, err
+	s, str, err := p.Content(v, dMember, p.part)
+	if str {
+		p.addBlock(conversation.Block{Kind: conversation.Text, Type: "text", Span: s, Text: s, Call: noCall})
 	}
-	s, err := jsonscan.ValueAt(p.b, v, dMember)
-	if err != nil || jsonscan.KindOf(p.b, s) != jsonscan.String {
-		return s, false, err
-	}
-	p.addBlock(conversation.Block{Kind: conversation.Text, Type: "text", Span: s, Text: s, Call: noCall})
-	return s, true, nil
+	return s, str, err
 }
 
 // part parses one content part.
 func (p *parser) part(v int) (int, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i >= len(p.b) || p.b[i] != '{' {
-		s, err := jsonscan.ValueAt(p.b, v, dPart)
+	i := jsonscan.SkipSpace(p.B, v)
+	if i >= len(p.B) || p.B[i] != '{' {
+		s, err := jsonscan.ValueAt(p.B, v, dPart)
 		if err == nil {
 			p.addBlock(conversation.Block{Kind: conversation.Opaque, Span: s, Call: noCall})
 		}
 		return s.End, err
 	}
 	var typ, text, cc span
-	s, err := jsonscan.ObjectEach(p.b, i, dPart, func(k span, v int) (int, error) {
+	s, err := jsonscan.ObjectEach(p.B, i, dPart, func(k span, v int) (int, error) {
 		var dst *span
-		switch string(p.keyRaw(k)) {
+		switch string(p.Key(k)) {
 		case "type":
 			dst = &typ
 		case "text":
 			dst = &text
 		case "cache_control":
-			x, err := jsonscan.ValueAt(p.b, v, dPartVal)
-			if err == nil && jsonscan.KindOf(p.b, x) != jsonscan.Null {
+			x, err := jsonscan.ValueAt(p.B, v, dPartVal)
+			if err == nil && jsonscan.KindOf(p.B, x) != jsonscan.Null {
 				cc = span{Start: k.Start, End: x.End}
 			}
 			return x.End, err
 		default:
-			return jsonscan.Skip(p.b, v, dPartVal)
+			return jsonscan.Skip(p.B, v, dPartVal)
 		}
-		x, err := jsonscan.ValueAt(p.b, v, dPartVal)
+		x, err := jsonscan.ValueAt(p.B, v, dPartVal)
 		*dst = x
 		return x.End, err
 	})
@@ -242,11 +199,11 @@ func (p *parser) part(v int) (int, error) {
 		return 0, err
 	}
 	blk := conversation.Block{Kind: conversation.Opaque, Span: s, CacheControl: cc, Call: noCall}
-	if jsonscan.KindOf(p.b, typ) == jsonscan.String {
-		switch t := jsonscan.Text(p.b, typ); string(t) {
+	if jsonscan.KindOf(p.B, typ) == jsonscan.String {
+		switch t := jsonscan.Text(p.B, typ); string(t) {
 		case "text":
 			blk.Type = "text"
-			if jsonscan.KindOf(p.b, text) == jsonscan.String {
+			if jsonscan.KindOf(p.B, text) == jsonscan.String {
 				blk.Kind, blk.Text = conversation.Text, text
 			}
 		case "image_url":
@@ -268,72 +225,72 @@ func (p *parser) part(v int) (int, error) {
 // toolCalls parses an assistant's tool_calls: each element a ToolCall
 // block, or Opaque when it is not a well-formed function call.
 func (p *parser) toolCalls(v int) (int, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i >= len(p.b) || p.b[i] != '[' {
-		return jsonscan.Skip(p.b, v, dMember)
+	i := jsonscan.SkipSpace(p.B, v)
+	if i >= len(p.B) || p.B[i] != '[' {
+		return jsonscan.Skip(p.B, v, dMember)
 	}
-	s, err := jsonscan.ArrayEach(p.b, i, dMember, p.toolCall)
+	s, err := jsonscan.ArrayEach(p.B, i, dMember, p.toolCall)
 	return s.End, err
 }
 
 func (p *parser) toolCall(v int) (int, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i >= len(p.b) || p.b[i] != '{' {
-		s, err := jsonscan.ValueAt(p.b, v, dPart)
+	i := jsonscan.SkipSpace(p.B, v)
+	if i >= len(p.B) || p.B[i] != '{' {
+		s, err := jsonscan.ValueAt(p.B, v, dPart)
 		if err == nil {
 			p.addBlock(conversation.Block{Kind: conversation.Opaque, Span: s, Call: noCall})
 		}
 		return s.End, err
 	}
 	var id, typ, fn, name, args span
-	s, err := jsonscan.ObjectEach(p.b, i, dPart, func(k span, v int) (int, error) {
-		switch string(p.keyRaw(k)) {
+	s, err := jsonscan.ObjectEach(p.B, i, dPart, func(k span, v int) (int, error) {
+		switch string(p.Key(k)) {
 		case "id":
-			x, err := jsonscan.ValueAt(p.b, v, dPartVal)
+			x, err := jsonscan.ValueAt(p.B, v, dPartVal)
 			id = x
 			return x.End, err
 		case "type":
-			x, err := jsonscan.ValueAt(p.b, v, dPartVal)
+			x, err := jsonscan.ValueAt(p.B, v, dPartVal)
 			typ = x
 			return x.End, err
 		case "function":
-			j := jsonscan.SkipSpace(p.b, v)
-			if j >= len(p.b) || p.b[j] != '{' {
-				x, err := jsonscan.ValueAt(p.b, v, dPartVal)
+			j := jsonscan.SkipSpace(p.B, v)
+			if j >= len(p.B) || p.B[j] != '{' {
+				x, err := jsonscan.ValueAt(p.B, v, dPartVal)
 				fn, name, args = x, span{}, span{}
 				return x.End, err
 			}
 			name, args = span{}, span{}
-			x, err := jsonscan.ObjectEach(p.b, j, dPartVal, func(k span, v int) (int, error) {
+			x, err := jsonscan.ObjectEach(p.B, j, dPartVal, func(k span, v int) (int, error) {
 				var dst *span
-				switch string(p.keyRaw(k)) {
+				switch string(p.Key(k)) {
 				case "name":
 					dst = &name
 				case "arguments":
 					dst = &args
 				default:
-					return jsonscan.Skip(p.b, v, dFuncVal)
+					return jsonscan.Skip(p.B, v, dFuncVal)
 				}
-				y, err := jsonscan.ValueAt(p.b, v, dFuncVal)
+				y, err := jsonscan.ValueAt(p.B, v, dFuncVal)
 				*dst = y
 				return y.End, err
 			})
 			fn = x
 			return x.End, err
 		}
-		return jsonscan.Skip(p.b, v, dPartVal)
+		return jsonscan.Skip(p.B, v, dPartVal)
 	})
 	if err != nil {
 		return 0, err
 	}
 	blk := conversation.Block{Kind: conversation.Opaque, Span: s, Call: noCall}
-	str := func(x span) bool { return jsonscan.KindOf(p.b, x) == jsonscan.String }
-	if typ.IsZero() || jsonscan.StringIs(p.b, typ, "function") {
+	str := func(x span) bool { return jsonscan.KindOf(p.B, x) == jsonscan.String }
+	if typ.IsZero() || jsonscan.StringIs(p.B, typ, "function") {
 		blk.Type = "function"
-		if str(id) && jsonscan.KindOf(p.b, fn) == jsonscan.Object && str(name) && str(args) {
+		if str(id) && jsonscan.KindOf(p.B, fn) == jsonscan.Object && str(name) && str(args) {
 			blk.Kind, blk.ID, blk.Name, blk.Input, blk.InputEncoded = conversation.ToolCall, id, name, args, true
 		}
-	} else if t, err := jsonscan.Unquote(typ.Bytes(p.b)); err == nil && str(typ) {
+	} else if t, err := jsonscan.Unquote(typ.Bytes(p.B)); err == nil && str(typ) {
 		blk.Type = t
 	}
 	p.addBlock(blk)

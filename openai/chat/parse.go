@@ -35,9 +35,6 @@
 package chat
 
 import (
-	"fmt"
-	"sync"
-
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/convbuild"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
@@ -54,46 +51,20 @@ type (
 // a message that is not an object, ...). It is protocol.ErrShape.
 var ErrShape = protocol.ErrShape
 
-func shapeErr(off int, msg string) error {
-	return fmt.Errorf("%w: Chat Completions request: %s at offset %d", ErrShape, msg, off)
-}
-
 // Parse locates the parts of a Chat Completions request body in one scan.
 // It validates the whole body as encoding/json would (a
 // *jsonscan.SyntaxError otherwise) and checks the shape it relies on
 // (ErrShape otherwise). The result aliases body, which must not change
 // while the result is in use. Call its Release when done with it to let
 // the next Parse reuse its memory.
-func Parse(body []byte) (*conv, error) {
-	return parseWith(body, nil, 0)
-}
+func Parse(body []byte) (*conv, error) { return parsers.Parse(body, nil, 0) }
 
 // ParseAfter is Parse for a body that repeats, byte for byte, the start of
 // an earlier body whose parse is prev: the first `stable` messages of prev
 // (see Stable) are taken from prev instead of being scanned again. The
 // result is exactly what Parse would return. prev is not changed.
 func ParseAfter(body []byte, prev *conv, stable int) (*conv, error) {
-	if prev == nil || stable <= 0 || stable > len(prev.Messages) {
-		return Parse(body)
-	}
-	return parseWith(body, prev, stable)
-}
-
-func parseWith(body []byte, prev *conv, stable int) (*conv, error) {
-	p := parsers.Get().(*parser)
-	p.reset(body)
-	p.prev, p.stable = prev, stable
-	c, err := p.parse()
-	// The parser keeps no reference to the bodies once done: a pooled
-	// parser (or a remembered parse, see ctxguard's memo) must not pin
-	// a request's body.
-	p.b, p.prev = nil, nil
-	if err != nil {
-		parsers.Put(p)
-		return nil, err
-	}
-	c.OnRelease(func() { p.c.Body = nil; parsers.Put(p) })
-	return c, nil
+	return parsers.Parse(body, prev, stable)
 }
 
 // Stable returns how many leading messages of prev lie wholly within the
@@ -112,111 +83,37 @@ func Stable(prev *conv, body []byte) int {
 	})
 }
 
-var parsers = sync.Pool{New: func() any { return new(parser) }}
+var parsers = convbuild.NewPool(convbuild.Format{Name: "Chat Completions request", NoList: "no messages array"}, (*parser).parse)
 
 type parser struct {
-	b           []byte
-	c           conv
-	d           dialect
-	sawMessages bool
-	marks       int // cache_control markers in messages
-	bld         convbuild.Builder
-	// toolOpen is set when the last message is a run of tool messages
-	// that the next wire message extends if it is a tool message too.
-	toolOpen bool
-	prev     *conv
-	stable   int
+	convbuild.Frame
+	d     dialect
+	marks int // cache_control markers in messages
 }
-
-func (p *parser) reset(body []byte) {
-	*p = parser{b: body, bld: p.bld}
-	p.bld.Reset(len(body))
-}
-
-func (p *parser) keyRaw(k span) []byte { return jsonscan.Text(p.b, k) }
 
 func (p *parser) parse() (*conv, error) {
-	b := p.b
-	if i := jsonscan.SkipSpace(b, 0); i >= len(b) || b[i] != '{' {
-		r, err := jsonscan.Root(b)
-		if err != nil {
-			return nil, err
-		}
-		return nil, shapeErr(r.Start, "body is not an object")
-	}
-	root, err := jsonscan.ObjectEach(b, 0, 0, func(k span, v int) (int, error) {
-		switch string(p.keyRaw(k)) {
-		case "messages":
-			return p.messages(v)
-		case "model":
-			s, err := jsonscan.ValueAt(b, v, 1)
-			if err == nil {
-				if jsonscan.KindOf(b, s) != jsonscan.String {
-					return 0, shapeErr(s.Start, "model is not a string")
-				}
-				p.c.Model, err = jsonscan.Unquote(s.Bytes(b))
-			}
-			return s.End, err
-		case "tools":
-			s, err := jsonscan.ValueAt(b, v, 1)
-			p.c.Tools = s
-			return s.End, err
-		case "stream":
-			s, err := jsonscan.ValueAt(b, v, 1)
-			p.c.Stream = err == nil && string(s.Bytes(b)) == "true"
-			return s.End, err
-		case "metadata":
-			s, err := jsonscan.ValueAt(b, v, 1)
-			p.c.Metadata = conversation.Member{Whole: span{Start: k.Start, End: s.End}, Value: s}
-			return s.End, err
-		case "prompt_cache_key":
-			s, err := jsonscan.ValueAt(b, v, 1)
-			p.d.cacheKey = s
-			return s.End, err
-		}
-		return jsonscan.Skip(b, v, 1)
-	})
-	if err != nil {
+	if err := p.Top(p.member); err != nil {
 		return nil, err
 	}
-	if i := jsonscan.SkipSpace(b, root.End); i != len(b) {
-		return nil, &jsonscan.SyntaxError{Offset: i, Msg: "data after top-level value"}
-	}
-	if !p.sawMessages {
-		return nil, shapeErr(root.Start, "no messages array")
-	}
-	p.c.Body = b
-	p.c.Root = root
-	p.c.Dialect = &p.d
-	p.c.CacheMarkers = p.marks
-	p.c.Messages = p.bld.Done()
-	p.pair()
-	return &p.c, nil
+	p.C.Dialect = &p.d
+	p.C.CacheMarkers = p.marks
+	return p.Done(conversation.RoleTool), nil
 }
 
-// pair links each tool result to the call of the same id in the assistant
-// message just before its run of tool messages, and copies the call's
-// name onto the result.
-func (p *parser) pair() {
-	msgs := p.c.Messages
-	for mi := 1; mi < len(msgs); mi++ {
-		m := &msgs[mi]
-		if m.Role != conversation.RoleTool || msgs[mi-1].Role != conversation.RoleAssistant {
-			continue
-		}
-		calls := msgs[mi-1].Blocks
-		for bi := range m.Blocks {
-			r := &m.Blocks[bi]
-			if r.Kind != conversation.ToolResult {
-				continue
-			}
-			r.Call, r.Name = [2]int{-1, -1}, span{}
-			for ci := range calls {
-				if c := &calls[ci]; c.Kind == conversation.ToolCall && jsonscan.SameString(p.b, c.ID, r.ID) {
-					r.Call, r.Name = [2]int{mi - 1, ci}, c.Name
-					break
-				}
-			}
-		}
+// member reads the top-level members of a Chat Completions request.
+func (p *parser) member(k span, v int) (int, error) {
+	switch string(p.Key(k)) {
+	case "messages":
+		p.marks = 0 // a repeated key: the last one wins
+		end, marks, err := p.List(v, "messages is not an array", p.message)
+		p.marks += marks
+		return end, err
+	case "tools":
+		return p.Value(&p.C.Tools, v)
+	case "metadata":
+		return p.Member(&p.C.Metadata, k, v)
+	case "prompt_cache_key":
+		return p.Value(&p.d.cacheKey, v)
 	}
+	return jsonscan.Skip(p.B, v, 1)
 }

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/convbuild/convbuildtest"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 )
 
@@ -206,19 +206,7 @@ func TestParseRepeatedMessages(t *testing.T) {
 // Parse(b) gives, errors included, and returns the stable count.
 func equalParse(t *testing.T, prev *conversation.Conversation, b []byte) int {
 	t.Helper()
-	st := Stable(prev, b)
-	got, gerr := ParseAfter(b, prev, st)
-	want, werr := Parse(b)
-	if (gerr == nil) != (werr == nil) {
-		t.Fatalf("stable %d: ParseAfter err %v, Parse err %v", st, gerr, werr)
-	}
-	if gerr != nil {
-		return st
-	}
-	if d := cmp.Diff(want, got, cmpopts.IgnoreUnexported(conversation.Conversation{}), cmp.AllowUnexported(dialect{}), cmpopts.EquateEmpty()); d != "" {
-		t.Fatalf("stable %d: ParseAfter differs from Parse (-Parse +ParseAfter):\n%s", st, d)
-	}
-	return st
+	return convbuildtest.SameParse(t, Protocol, prev, b, cmp.AllowUnexported(dialect{}))
 }
 
 // opencode's next request repeats the previous one's messages byte for

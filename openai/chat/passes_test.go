@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ctxguard/ctxguard/model"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/pass/persist"
 	"github.com/ctxguard/ctxguard/pipeline"
@@ -85,7 +85,7 @@ func blobs() *store.Blobs {
 
 // With no pass, and with every pass off, the body goes out byte for byte.
 func TestByteFidelity(t *testing.T) {
-	off, err := clear.New(clear.Config{}, blobs())
+	off, err := clearing.New(clearing.Config{}, blobs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +113,8 @@ func TestByteFidelity(t *testing.T) {
 	}
 }
 
-func clearConfig() clear.Config {
-	c := clear.Defaults()
+func clearConfig() clearing.Config {
+	c := clearing.Defaults()
 	c.Trigger = model.Tokens(2000)
 	c.KeepTokens = model.Tokens(1000)
 	c.KeepUses = 2
@@ -125,7 +125,7 @@ func clearConfig() clear.Config {
 
 func TestClear(t *testing.T) {
 	body := session(8)
-	p, err := clear.New(clearConfig(), blobs())
+	p, err := clearing.New(clearConfig(), blobs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,8 +159,8 @@ func TestClearTrim(t *testing.T) {
 	body := session(10)
 	cfg := clearConfig()
 	cfg.Trigger, cfg.ClearAtLeast = model.Tokens(8000), model.Tokens(6000) // events of several rounds
-	cfg.Trim = clear.Trim{Enabled: true, KeepRounds: 2}
-	p, err := clear.New(cfg, blobs())
+	cfg.Trim = clearing.Trim{Enabled: true, KeepRounds: 2}
+	p, err := clearing.New(cfg, blobs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestAllPasses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := clear.New(clearConfig(), b)
+	cl, err := clearing.New(clearConfig(), b)
 	if err != nil {
 		t.Fatal(err)
 	}

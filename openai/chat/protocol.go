@@ -1,9 +1,11 @@
 package chat
 
 import (
+	"hash/maphash"
 	"net/http"
 
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/convbuild"
 	"github.com/ctxguard/ctxguard/openai"
 	"github.com/ctxguard/ctxguard/protocol"
 )
@@ -15,10 +17,9 @@ const Path = "/v1/chat/completions"
 // Protocol is OpenAI Chat Completions (POST /v1/chat/completions).
 var Protocol protocol.Protocol = chatAPI{}
 
-type chatAPI struct{}
+type chatAPI struct{ openai.API }
 
-func (chatAPI) Name() string   { return "chat" }
-func (chatAPI) Family() string { return openai.Family }
+func (chatAPI) Name() string { return "chat" }
 
 // Claim implements protocol.Protocol: the endpoint is the API's own;
 // anything else is the OpenAI family's claim (openai.Claim).
@@ -44,14 +45,9 @@ func (chatAPI) Stable(prev *conversation.Conversation, body []byte) int { return
 
 func (chatAPI) NewUsageTap(contentType string) protocol.UsageTap { return NewUsageTap(contentType) }
 
-func (chatAPI) AppendError(dst []byte, k protocol.Kind, message, id string) []byte {
-	return openai.AppendError(dst, k, message, id)
-}
-
-// ErrorStatus implements protocol.StatusMapper (openai.ErrorStatus).
-func (chatAPI) ErrorStatus(k protocol.Kind, status int) int { return openai.ErrorStatus(k, status) }
-
-// Overflow implements protocol.OverflowReader (openai.Overflow).
-func (chatAPI) Overflow(status int, body []byte) (protocol.Overflow, bool) {
-	return openai.Overflow(status, body)
+// QuickKey implements protocol.Protocol: the messages up to the first
+// user message, system and developer messages included
+// (convbuild.QuickKey).
+func (chatAPI) QuickKey(seed maphash.Seed, body []byte) (uint64, bool) {
+	return convbuild.QuickKey(seed, body, "", "messages")
 }

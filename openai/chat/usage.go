@@ -15,7 +15,7 @@ import (
 // "usage" value.
 const (
 	MaxTapLine  = 64 << 10
-	MaxTapUsage = 16 << 10
+	MaxTapUsage = tap.MaxUsage
 )
 
 // ParseUsage reads a Chat Completions usage object (the value of a
@@ -72,56 +72,39 @@ func ParseUsage(raw []byte) (protocol.Usage, bool) {
 // or from the top-level "usage" of a JSON answer. Feed it the decoded
 // body in chunks of any size with Write; it never fails and never retains
 // what it is given. It is not safe for concurrent use.
-type UsageTap struct {
-	r     tap.Router
-	u     protocol.Usage
-	found bool
-}
+type UsageTap struct{ tap.UsageTap[protocol.Usage] }
 
 // NewUsageTap returns a tap for an answer with the given Content-Type:
 // text/event-stream is read as SSE, application/json (and +json types) as
 // a JSON answer; anything else gives a tap that reads nothing.
 func NewUsageTap(contentType string) *UsageTap {
-	t := &UsageTap{r: tap.Router{Mode: tap.ModeOf(contentType)}}
-	t.r.SSE = tap.SSE{Dispatch: t.event, MaxData: MaxTapLine}
-	t.r.JSON = tap.Member{Key: "usage", Max: MaxTapUsage, Found: t.jsonUsage}
+	t := new(UsageTap)
+	tap.Setup(&t.UsageTap, contentType, &usageOf)
 	return t
 }
 
-// Usage returns the usage read so far and whether any was found.
-func (t *UsageTap) Usage() (protocol.Usage, bool) { return t.u, t.found }
-
-// Write feeds the next bytes of the answer. It always returns len(p), nil.
-func (t *UsageTap) Write(p []byte) (int, error) {
-	return t.r.Write(p)
-}
+// usageOf is where Chat Completions answers carry their usage: every
+// chunk may (only those that name usage are parsed).
+var usageOf = tap.Usage[protocol.Usage]{Event: event, MaxEvent: MaxTapLine, JSON: ParseUsage}
 
 var usageKey = []byte(`"usage"`)
 
-// event reads one chunk: only those that name usage are parsed.
-func (t *UsageTap) event(_, data []byte) {
+// event reads one chunk.
+func event(_, data []byte, u *protocol.Usage) bool {
 	if !bytes.Contains(data, usageKey) {
-		return
+		return false
 	}
 	root, err := jsonscan.Root(data)
 	if err != nil || jsonscan.KindOf(data, root) != jsonscan.Object {
-		return
+		return false
 	}
 	us, err := jsonscan.Lookup(data, root, "usage")
 	if err != nil || jsonscan.KindOf(data, us) != jsonscan.Object {
-		return
+		return false
 	}
-	if u, ok := ParseUsage(us.Bytes(data)); ok {
-		t.u, t.found = u, true
+	got, ok := ParseUsage(us.Bytes(data))
+	if ok {
+		*u = got
 	}
-}
-
-// jsonUsage takes a top-level "usage" of a JSON answer; the last one wins,
-// as in encoding/json.
-func (t *UsageTap) jsonUsage(val []byte) {
-	if u, ok := ParseUsage(val); val != nil && ok {
-		t.u, t.found = u, true
-		return
-	}
-	t.u, t.found = protocol.Usage{}, false
+	return ok
 }

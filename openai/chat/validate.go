@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	check "github.com/ctxguard/ctxguard/tools/validate"
 
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/internal/uncompact"
 )
 
 // Validate checks a Chat Completions request against the API's rules on
@@ -91,7 +91,7 @@ func validate(c *conversation.Conversation) error {
 // around messages, every other message, and in kept assistant messages
 // their content, reasoning fields and tool call ids and names.
 func ValidateRewrite(orig, sent []byte) error {
-	orig, err := check.Uncompacted(Parse, orig, sent)
+	orig, err := uncompact.Bodies(Parse, orig, sent)
 	if err != nil {
 		return err
 	}

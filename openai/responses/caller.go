@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
-	"github.com/ctxguard/ctxguard/openai"
 	"github.com/ctxguard/ctxguard/protocol"
 )
 
@@ -71,9 +69,3 @@ func (responsesAPI) CallAnswer(body []byte) (string, protocol.Usage, error) {
 	}
 	return "", u, errors.New("responses: the answer has no text")
 }
-
-// SmallModel implements protocol.Caller (openai.SmallModel).
-func (responsesAPI) SmallModel(id string) string { return openai.SmallModel(id) }
-
-// CallHeader implements protocol.Caller (openai.CallHeader).
-func (responsesAPI) CallHeader(dst, h http.Header) { openai.CallHeader(dst, h) }

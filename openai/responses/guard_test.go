@@ -12,7 +12,9 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/responses"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/clearing"
+	"github.com/ctxguard/ctxguard/pass/persist"
 	"github.com/ctxguard/ctxguard/store"
 )
 
@@ -34,11 +36,13 @@ func newGuard(t *testing.T, cfg config.Config) *ctxguard.Guard {
 // previous rewritten input, so the upstream's prompt cache holds.
 func TestGuardSession(t *testing.T) {
 	cfg := config.Defaults()
-	cfg.Clear.Trigger = model.Tokens(6000)
-	cfg.Clear.KeepTokens = model.Tokens(2000)
-	cfg.Clear.ClearAtLeast = model.Tokens(3000)
-	cfg.Clear.Trim = clear.Trim{Enabled: true, KeepRounds: 3}
-	cfg.Persist.Threshold, cfg.Persist.Preview = 8000, 1000
+	pass.Update(&cfg.Passes, func(s *clearing.Config) {
+		s.Trigger = model.Tokens(6000)
+		s.KeepTokens = model.Tokens(2000)
+		s.ClearAtLeast = model.Tokens(3000)
+		s.Trim = clearing.Trim{Enabled: true, KeepRounds: 3}
+	})
+	pass.Update(&cfg.Passes, func(s *persist.Config) { s.Threshold, s.Preview = 8000, 1000 })
 	g := newGuard(t, cfg)
 	h := http.Header{"Session-Id": {"thread-1"}}
 	var rounds []Round
@@ -122,7 +126,9 @@ func commonPrefix(a, b []byte) int {
 // every rule off go out byte for byte; with the defaults they stay valid.
 func TestGuardCaptures(t *testing.T) {
 	off := config.Defaults()
-	off.Compress.Enabled, off.Persist.Enabled, off.Clear.Enabled, off.Compact.Enabled, off.ThinkingGuard.Enabled = false, false, false, false, false
+	for _, m := range pass.Modules() {
+		off.Passes.Switch(m.Name, false)
+	}
 	for _, cfg := range []config.Config{off, config.Defaults()} {
 		g := newGuard(t, cfg)
 		for _, name := range []string{"codex-http-multiturn-0003", "codex-http-multiturn-0004", "codex-http-multiturn-0005", "codex-http-multiturn-0006",
@@ -132,7 +138,7 @@ func TestGuardCaptures(t *testing.T) {
 			if res.Err != nil || res.Skipped != "" {
 				t.Fatalf("%s: err %v, skipped %q", name, res.Err, res.Skipped)
 			}
-			if !cfg.Clear.Enabled && !bytes.Equal(res.Body, body) {
+			if !pass.Get[clearing.Config](cfg.Passes).Enabled && !bytes.Equal(res.Body, body) {
 				t.Errorf("%s: changed with every rule off", name)
 			}
 			if err := responses.ValidateRewrite(body, res.Body); err != nil {

@@ -79,7 +79,7 @@ func (p *parser) side(k itemKind, role span) conversation.Role {
 	case itemFunctionOut, itemCustomOut, itemShellOut, itemOutputOther:
 		return conversation.RoleTool
 	}
-	return roleOf(p.b, role)
+	return roleOf(p.B, role)
 }
 
 func roleOf(b []byte, r span) conversation.Role {
@@ -125,71 +125,23 @@ func partKind(b []byte, typ span) (conversation.Kind, string) {
 }
 
 func (p *parser) input(v int) (int, error) {
-	b := p.b
-	i := jsonscan.SkipSpace(b, v)
-	if p.sawInput {
-		// A repeated key: the last one wins, as in encoding/json.
-		p.msgs, p.ranges, p.blocks, p.parts, p.pranges = p.msgs[:0], p.ranges[:0], p.blocks[:0], p.parts[:0], p.pranges[:0]
-	}
-	p.sawInput = true
-	if i < len(b) && b[i] == '"' {
+	b := p.B
+	if i := jsonscan.SkipSpace(b, v); i < len(b) && b[i] == '"' {
 		s, err := jsonscan.ValueAt(b, v, dInput)
 		if err != nil {
 			return 0, err
 		}
-		p.c.List = s
-		p.blocks = append(p.blocks, conversation.Block{Kind: conversation.Text, Type: typeInputText, Span: s, Text: s, Call: [2]int{-1, -1}})
-		p.pranges = append(p.pranges, [2]int{0, 0})
-		p.msgs = append(p.msgs, conversation.Message{Role: conversation.RoleUser, Span: s, Content: s, ContentString: true})
-		p.ranges = append(p.ranges, [2]int{0, 1})
+		p.StartList()
+		p.C.List = s
+		p.Bld.Block(conversation.Block{Kind: conversation.Text, Type: typeInputText, Span: s, Text: s, Call: noCall}, 0)
+		p.Bld.Message(conversation.Message{Role: conversation.RoleUser, Span: s, Content: s, ContentString: true}, 0)
 		return s.End, nil
 	}
-	if i >= len(b) || b[i] != '[' {
-		s, err := jsonscan.ValueAt(b, v, dInput)
-		if err != nil {
-			return 0, err
-		}
-		return 0, shapeErr(s.Start, "input is neither a string nor an array")
-	}
-	if n := len(b)/1000 + 8; cap(p.blocks) < n {
-		// About one block per kilobyte in Codex sessions: size the arrays
-		// once instead of growing them a dozen times.
-		p.blocks = make([]conversation.Block, 0, n)
-		p.pranges = make([][2]int, 0, n)
-		p.parts = make([]conversation.Part, 0, n/2)
-		p.msgs = make([]conversation.Message, 0, n/2)
-		p.ranges = make([][2]int, 0, n/2)
-	}
-	if pv := p.prev; pv != nil && pv.List.Start == i && len(p.msgs) == 0 {
-		p.prev = nil // only the first input key can be reused
-		s, err := jsonscan.ArrayEachAfter(b, i, p.reuse(pv, p.stable), p.item)
-		p.c.List = s
-		return s.End, err
-	}
-	s, err := jsonscan.ArrayEach(b, i, dInput, p.item)
-	p.c.List = s
-	return s.End, err
+	end, _, err := p.List(v, "input is neither a string nor an array", p.item)
+	return end, err
 }
 
-// reuse copies the first n messages of an earlier parse of the same bytes
-// into p, as item would have built them, and returns where the last of
-// them ends.
-func (p *parser) reuse(prev *conv, n int) int {
-	for _, m := range prev.Messages[:n] {
-		first := len(p.blocks)
-		for _, b := range m.Blocks {
-			fp := len(p.parts)
-			p.parts = append(p.parts, b.Parts...)
-			b.Parts = nil
-			p.blocks = append(p.blocks, b)
-			p.pranges = append(p.pranges, [2]int{fp, len(p.parts)})
-		}
-		m.Blocks = nil
-		p.msgs = append(p.msgs, m)
-		p.ranges = append(p.ranges, [2]int{first, len(p.blocks)})
-	}
-	return prev.Messages[n-1].Span.End
-}
+var noCall = [2]int{-1, -1}
 
 // fields are the members of an item the parser reads.
 type fields struct {
@@ -201,20 +153,20 @@ type fields struct {
 // item parses one input item into its blocks and adds it to the message
 // of its side: the last one when the side is the same, else a new one.
 func (p *parser) item(v int) (int, error) {
-	b := p.b
+	b := p.B
 	i := jsonscan.SkipSpace(b, v)
 	if i >= len(b) || b[i] != '{' {
 		s, err := jsonscan.ValueAt(b, v, dItem)
 		if err != nil {
 			return 0, err
 		}
-		return 0, shapeErr(s.Start, "input item is not an object")
+		return 0, p.ShapeErr(s.Start, "input item is not an object")
 	}
-	firstBlock, firstPart := len(p.blocks), len(p.parts)
+	firstBlock, firstPart := len(p.Bld.Blocks), len(p.Bld.Parts)
 	var f fields
 	s, err := jsonscan.ObjectEach(b, i, dItem, func(k span, v int) (int, error) {
 		var dst *span
-		switch string(p.keyRaw(k)) {
+		switch string(p.Key(k)) {
 		case "type":
 			dst = &f.typ
 		case "role":
@@ -233,12 +185,12 @@ func (p *parser) item(v int) (int, error) {
 			dst = &f.encrypted
 		case "content":
 			// Last one wins: drop the blocks of an earlier content key.
-			p.blocks = p.blocks[:firstBlock]
+			p.Bld.TruncBlocks(firstBlock)
 			c, err := p.content(v)
 			f.content = c
 			return c.End, err
 		case "output":
-			p.parts = p.parts[:firstPart]
+			p.Bld.Parts = p.Bld.Parts[:firstPart]
 			o, err := p.output(v)
 			f.output = o
 			return o.End, err
@@ -262,26 +214,27 @@ func (p *parser) item(v int) (int, error) {
 	str := func(x span) bool { return jsonscan.KindOf(b, x) == jsonscan.String }
 	switch kind {
 	case itemMessage:
-		p.parts = p.parts[:firstPart]
-		if len(p.blocks) == firstBlock+1 && p.blocks[firstBlock].Span == f.content {
+		p.Bld.DropParts(firstBlock, firstPart) // an "output" member's
+		if len(p.Bld.Blocks) == firstBlock+1 && p.Bld.Blocks[firstBlock].Span == f.content {
 			// String content: one text part of the role's type.
 			if role == conversation.RoleAssistant {
-				p.blocks[firstBlock].Type = typeOutputText
+				p.Bld.Blocks[firstBlock].Type = typeOutputText
 			}
 		}
 	case itemFunctionOut, itemCustomOut, itemShellOut:
-		p.blocks = p.blocks[:firstBlock]
+		p.Bld.TruncBlocks(firstBlock)
 		blk := conversation.Block{Kind: conversation.ToolResult, Type: itemTypes[kind], Span: s, ID: f.callID, Content: f.output, Call: [2]int{-1, -1}}
 		if kind == itemShellOut && blk.ID.IsZero() {
 			blk.ID = f.id
 		}
 		if k := jsonscan.KindOf(b, f.output); !str(blk.ID) || (k != jsonscan.String && k != jsonscan.Array) {
 			blk = conversation.Block{Kind: conversation.Opaque, Type: blk.Type, Span: s, Call: [2]int{-1, -1}}
-			p.parts = p.parts[:firstPart]
+			p.Bld.Parts = p.Bld.Parts[:firstPart]
 		}
-		p.blocks = append(p.blocks, blk)
+		p.Bld.Block(blk, firstPart)
 	default:
-		p.blocks, p.parts = p.blocks[:firstBlock], p.parts[:firstPart]
+		p.Bld.TruncBlocks(firstBlock)
+		p.Bld.Parts = p.Bld.Parts[:firstPart]
 		blk := conversation.Block{Kind: conversation.Opaque, Type: itemTypes[kind], Span: s, Call: [2]int{-1, -1}}
 		if blk.Type == "" && !f.typ.IsZero() {
 			blk.Type = string(jsonscan.Text(b, f.typ))
@@ -296,21 +249,13 @@ func (p *parser) item(v int) (int, error) {
 		case kind == itemReasoning && str(f.encrypted):
 			blk.Signature = f.encrypted
 		}
-		p.blocks = append(p.blocks, blk)
+		p.Bld.Block(blk, firstPart)
 	}
-	for j := firstBlock; j < len(p.blocks); j++ {
-		if p.blocks[j].Kind == conversation.ToolResult {
-			p.pranges = append(p.pranges, [2]int{firstPart, len(p.parts)})
-		} else {
-			p.pranges = append(p.pranges, [2]int{len(p.parts), len(p.parts)})
-		}
-	}
-	if n := len(p.msgs); n > 0 && p.msgs[n-1].Role == role {
-		p.msgs[n-1].Span.End, p.msgs[n-1].Content.End = s.End, s.End
-		p.ranges[n-1][1] = len(p.blocks)
+	if n := len(p.Bld.Msgs); n > 0 && p.Bld.Msgs[n-1].Role == role {
+		p.Bld.Msgs[n-1].Content.End = s.End
+		p.Bld.Extend(s.End)
 	} else {
-		p.msgs = append(p.msgs, conversation.Message{Role: role, Span: s, Content: s})
-		p.ranges = append(p.ranges, [2]int{firstBlock, len(p.blocks)})
+		p.Bld.Message(conversation.Message{Role: role, Span: s, Content: s}, firstBlock)
 	}
 	return s.End, nil
 }
@@ -318,19 +263,15 @@ func (p *parser) item(v int) (int, error) {
 // content parses a message item's content: a string (one text block) or
 // an array of parts, one block each. Anything else gives no block.
 func (p *parser) content(v int) (span, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i < len(p.b) && p.b[i] == '[' {
-		return jsonscan.ArrayEach(p.b, i, dMember, func(v int) (int, error) {
-			s, kind, typ, text, err := p.part(v)
-			if err == nil {
-				p.blocks = append(p.blocks, conversation.Block{Kind: kind, Type: typ, Span: s, Text: text, Call: [2]int{-1, -1}})
-			}
-			return s.End, err
-		})
-	}
-	s, err := jsonscan.ValueAt(p.b, v, dMember)
-	if err == nil && jsonscan.KindOf(p.b, s) == jsonscan.String {
-		p.blocks = append(p.blocks, conversation.Block{Kind: conversation.Text, Type: typeInputText, Span: s, Text: s, Call: [2]int{-1, -1}})
+	s, str, err := p.Content(v, dMember, func(v int) (int, error) {
+		s, kind, typ, text, err := p.part(v)
+		if err == nil {
+			p.Bld.Block(conversation.Block{Kind: kind, Type: typ, Span: s, Text: text, Call: noCall}, len(p.Bld.Parts))
+		}
+		return s.End, err
+	})
+	if str {
+		p.Bld.Block(conversation.Block{Kind: conversation.Text, Type: typeInputText, Span: s, Text: s, Call: noCall}, len(p.Bld.Parts))
 	}
 	return s, err
 }
@@ -338,19 +279,15 @@ func (p *parser) content(v int) (span, error) {
 // output parses a tool output's "output": a string (one text part) or an
 // array of parts.
 func (p *parser) output(v int) (span, error) {
-	i := jsonscan.SkipSpace(p.b, v)
-	if i < len(p.b) && p.b[i] == '[' {
-		return jsonscan.ArrayEach(p.b, i, dMember, func(v int) (int, error) {
-			s, kind, _, text, err := p.part(v)
-			if err == nil {
-				p.parts = append(p.parts, conversation.Part{Kind: kind, Span: s, Text: text})
-			}
-			return s.End, err
-		})
-	}
-	s, err := jsonscan.ValueAt(p.b, v, dMember)
-	if err == nil && jsonscan.KindOf(p.b, s) == jsonscan.String {
-		p.parts = append(p.parts, conversation.Part{Kind: conversation.Text, Span: s, Text: s})
+	s, str, err := p.Content(v, dMember, func(v int) (int, error) {
+		s, kind, _, text, err := p.part(v)
+		if err == nil {
+			p.Bld.Parts = append(p.Bld.Parts, conversation.Part{Kind: kind, Span: s, Text: text})
+		}
+		return s.End, err
+	})
+	if str {
+		p.Bld.Parts = append(p.Bld.Parts, conversation.Part{Kind: conversation.Text, Span: s, Text: s})
 	}
 	return s, err
 }
@@ -359,7 +296,7 @@ func (p *parser) output(v int) (span, error) {
 // wire type and, for a Text part, its text. Elements that are not objects,
 // and text parts without a string text, are Opaque.
 func (p *parser) part(v int) (s span, kind conversation.Kind, typ string, text span, err error) {
-	b := p.b
+	b := p.B
 	i := jsonscan.SkipSpace(b, v)
 	if i >= len(b) || b[i] != '{' {
 		s, err = jsonscan.ValueAt(b, v, dPart)
@@ -368,7 +305,7 @@ func (p *parser) part(v int) (s span, kind conversation.Kind, typ string, text s
 	var t span
 	s, err = jsonscan.ObjectEach(b, i, dPart, func(k span, v int) (int, error) {
 		var dst *span
-		switch string(p.keyRaw(k)) {
+		switch string(p.Key(k)) {
 		case "type":
 			dst = &t
 		case "text":

@@ -96,23 +96,15 @@
 package responses
 
 import (
-	"fmt"
-	"slices"
-	"sync"
-
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/convbuild"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
-	"github.com/ctxguard/ctxguard/protocol"
 )
 
 type (
 	span = jsonscan.Span
 	conv = conversation.Conversation
 )
-
-func shapeErr(off int, msg string) error {
-	return fmt.Errorf("%w: Responses request: %s at offset %d", protocol.ErrShape, msg, off)
-}
 
 // Parse locates the parts of a Responses request body in one scan. It
 // validates the whole body as encoding/json would (a *jsonscan.SyntaxError
@@ -123,7 +115,7 @@ func shapeErr(off int, msg string) error {
 //
 // Call the result's Release when done with it to let the next Parse reuse
 // its memory.
-func Parse(body []byte) (*conv, error) { return run(body, nil, 0) }
+func Parse(body []byte) (*conv, error) { return parsers.Parse(body, nil, 0) }
 
 // ParseAfter is Parse for a body that repeats, byte for byte, the start
 // of an earlier body whose parse is prev: the first stable messages of
@@ -132,29 +124,7 @@ func Parse(body []byte) (*conv, error) { return run(body, nil, 0) }
 // exactly what Parse would return. prev is not changed and may be
 // released afterwards.
 func ParseAfter(body []byte, prev *conv, stable int) (*conv, error) {
-	if prev == nil || stable <= 0 || stable > len(prev.Messages) {
-		return run(body, nil, 0)
-	}
-	return run(body, prev, stable)
-}
-
-// run parses body with a pooled parser, taking the first stable messages
-// from prev when it is not nil.
-func run(body []byte, prev *conv, stable int) (*conv, error) {
-	p := parsers.Get().(*parser)
-	p.reset(body)
-	p.prev, p.stable = prev, stable
-	c, err := p.parse()
-	// The parser keeps no reference to the bodies once done: a pooled
-	// parser (or a remembered parse, see ctxguard's memo) must not pin
-	// a request's body.
-	p.b, p.prev = nil, nil
-	if err != nil {
-		parsers.Put(p)
-		return nil, err
-	}
-	c.OnRelease(func() { p.c.Body = nil; parsers.Put(p) })
-	return c, nil
+	return parsers.Parse(body, prev, stable)
 }
 
 // Stable returns how many leading messages of prev lie wholly within the
@@ -164,144 +134,44 @@ func run(body []byte, prev *conv, stable int) (*conv, error) {
 // (that item's side is then known to be the same in body); the last
 // message of prev therefore never counts.
 func Stable(prev *conv, body []byte) int {
-	if prev == nil || len(prev.Messages) < 2 {
-		return 0
-	}
-	n := jsonscan.CommonPrefix(prev.Body, body)
-	k := 0
-	for k+1 < len(prev.Messages) && prev.Messages[k+1].Span.End <= n {
-		k++
-	}
-	return k
+	return convbuild.Stable(prev, body, func(k, shared int) bool {
+		return prev.Messages[k+1].Span.End > shared
+	})
 }
 
-// parsers holds parsers with their arrays, so a request's Parse reuses the
-// memory of an earlier, released one.
-var parsers = sync.Pool{New: func() any { return new(parser) }}
-
-// reset readies p for body, keeping the capacity of its arrays.
-func (p *parser) reset(body []byte) {
-	*p = parser{
-		b:      body,
-		blocks: p.blocks[:0], parts: p.parts[:0], msgs: p.msgs[:0], ranges: p.ranges[:0], pranges: p.pranges[:0],
-		out: p.out[:0],
-	}
-}
+var parsers = convbuild.NewPool(convbuild.Format{Name: "Responses request", NoList: "no input"}, (*parser).parse)
 
 type parser struct {
-	b         []byte
-	c         conv
+	convbuild.Frame
 	dia       dialect
-	sawInput  bool
-	blocks    []conversation.Block
-	parts     []conversation.Part
-	msgs      []conversation.Message
-	out       []conversation.Message // the Messages slice handed out, reused across parses
-	ranges    [][2]int               // per message: index range into blocks
-	pranges   [][2]int               // per block: index range into parts
-	prev      *conv                  // messages to take from an earlier parse (ParseAfter)
-	stable    int
 	continued bool
 }
 
-// keyRaw returns the name of the key at k (jsonscan.Text).
-func (p *parser) keyRaw(k span) []byte { return jsonscan.Text(p.b, k) }
-
 func (p *parser) parse() (*conv, error) {
-	b := p.b
-	if i := jsonscan.SkipSpace(b, 0); i >= len(b) || b[i] != '{' {
-		r, err := jsonscan.Root(b)
-		if err != nil {
-			return nil, err
-		}
-		return nil, shapeErr(r.Start, "body is not an object")
-	}
-	root, err := jsonscan.ObjectEach(b, 0, 0, func(k span, v int) (int, error) {
-		switch string(p.keyRaw(k)) {
-		case "input":
-			return p.input(v)
-		case "model":
-			s, err := jsonscan.ValueAt(b, v, 1)
-			if err == nil {
-				if jsonscan.KindOf(b, s) != jsonscan.String {
-					return 0, shapeErr(s.Start, "model is not a string")
-				}
-				p.c.Model, err = jsonscan.Unquote(s.Bytes(b))
-			}
-			return s.End, err
-		case "instructions":
-			s, err := jsonscan.ValueAt(b, v, 1)
-			p.c.System = s
-			return s.End, err
-		case "tools":
-			s, err := jsonscan.ValueAt(b, v, 1)
-			p.c.Tools = s
-			return s.End, err
-		case "stream":
-			s, err := jsonscan.ValueAt(b, v, 1)
-			p.c.Stream = err == nil && string(s.Bytes(b)) == "true"
-			return s.End, err
-		case "previous_response_id":
-			s, err := jsonscan.ValueAt(b, v, 1)
-			p.continued = err == nil && jsonscan.KindOf(b, s) != jsonscan.Null
-			return s.End, err
-		case "prompt_cache_key":
-			s, err := jsonscan.ValueAt(b, v, 1)
-			p.dia.cacheKey = s
-			return s.End, err
-		}
-		return jsonscan.Skip(b, v, 1)
-	})
-	if err != nil {
+	if err := p.Top(p.member); err != nil {
 		return nil, err
 	}
-	if i := jsonscan.SkipSpace(b, root.End); i != len(b) {
-		return nil, &jsonscan.SyntaxError{Offset: i, Msg: "data after top-level value"}
-	}
-	if !p.sawInput {
-		return nil, shapeErr(root.Start, "no input")
-	}
-	p.c.Body = b
-	p.c.Root = root
-	p.c.Continued = p.continued
-	p.c.Dialect = &p.dia
-	for i := range p.blocks {
-		r := p.pranges[i]
-		p.blocks[i].Parts = p.parts[r[0]:r[1]:r[1]]
-	}
-	p.out = slices.Grow(p.out[:0], len(p.ranges))[:len(p.ranges)]
-	for i, r := range p.ranges {
-		p.out[i] = p.msgs[i]
-		p.out[i].Blocks = p.blocks[r[0]:r[1]:r[1]]
-	}
-	p.c.Messages = p.out
-	p.pair()
-	return &p.c, nil
+	p.C.Continued = p.continued
+	p.C.Dialect = &p.dia
+	return p.Done(conversation.RoleTool), nil
 }
 
-// pair links each tool result to the call it answers in the message just
-// before (the assistant's turn its tool turn answers), and copies the
-// call's name onto the result. A result whose call is elsewhere, or
-// nowhere, keeps Call {-1, -1}: passes leave it alone.
-func (p *parser) pair() {
-	msgs := p.c.Messages
-	for mi := 1; mi < len(msgs); mi++ {
-		m := &msgs[mi]
-		if m.Role != conversation.RoleTool || msgs[mi-1].Role != conversation.RoleAssistant {
-			continue
-		}
-		for bi := range m.Blocks {
-			r := &m.Blocks[bi]
-			if r.Kind != conversation.ToolResult {
-				continue
-			}
-			for ci := range msgs[mi-1].Blocks {
-				if c := &msgs[mi-1].Blocks[ci]; c.Kind == conversation.ToolCall && jsonscan.SameString(p.b, c.ID, r.ID) {
-					r.Call = [2]int{mi - 1, ci}
-					r.Name = c.Name
-					break
-				}
-			}
-		}
+// member reads the top-level members of a Responses request.
+func (p *parser) member(k span, v int) (int, error) {
+	b := p.B
+	switch string(p.Key(k)) {
+	case "input":
+		return p.input(v)
+	case "instructions":
+		return p.Value(&p.C.System, v)
+	case "tools":
+		return p.Value(&p.C.Tools, v)
+	case "previous_response_id":
+		s, err := jsonscan.ValueAt(b, v, 1)
+		p.continued = err == nil && jsonscan.KindOf(b, s) != jsonscan.Null
+		return s.End, err
+	case "prompt_cache_key":
+		return p.Value(&p.dia.cacheKey, v)
 	}
+	return jsonscan.Skip(b, v, 1)
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/responses"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/pass/compress"
 	"github.com/ctxguard/ctxguard/pass/persist"
 	"github.com/ctxguard/ctxguard/pipeline"
@@ -80,15 +80,15 @@ func longSession(n int) []byte {
 
 // newClear returns a clear pass that fires on small sessions: from
 // trigger tokens, keeping the newest keep tokens and one use.
-func newClear(t *testing.T, trigger, keep int, trim clear.Trim, opts ...func(*clear.Config)) *clear.Pass {
+func newClear(t *testing.T, trigger, keep int, trim clearing.Trim, opts ...func(*clearing.Config)) *clearing.Pass {
 	t.Helper()
-	cfg := clear.Defaults()
+	cfg := clearing.Defaults()
 	cfg.Trigger, cfg.KeepTokens, cfg.ClearAtLeast = model.Tokens(trigger), model.Tokens(keep), model.Tokens(keep)
 	cfg.Payback, cfg.Trim = 0, trim
 	for _, o := range opts {
 		o(&cfg)
 	}
-	p, err := clear.New(cfg, blobs())
+	p, err := clearing.New(cfg, blobs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +98,9 @@ func newClear(t *testing.T, trigger, keep int, trim clear.Trim, opts ...func(*cl
 // TestNoPassesIsIdentity: with no rules, and with every rule off, the
 // body goes out byte for byte.
 func TestNoPassesIsIdentity(t *testing.T) {
-	cc := clear.Defaults()
+	cc := clearing.Defaults()
 	cc.Enabled = false
-	cp, _ := clear.New(cc, blobs())
+	cp, _ := clearing.New(cc, blobs())
 	mc := compress.Defaults()
 	mc.Enabled = false
 	mp, _ := compress.New(mc)
@@ -125,7 +125,7 @@ func TestNoPassesIsIdentity(t *testing.T) {
 // inside their string, a custom tool's large free-form input (a patch)
 // whole, everything else stays, and the result is valid.
 func TestClear(t *testing.T) {
-	p := newClear(t, 4000, 2000, clear.Trim{})
+	p := newClear(t, 4000, 2000, clearing.Trim{})
 	body := longSession(16)
 	res := run(t, body, p)
 	if !res.Changed || len(res.Body) >= len(body)/2 {
@@ -165,7 +165,7 @@ func TestClear(t *testing.T) {
 // TestTrim: old rounds are dropped whole, with their reasoning; messages
 // and the compaction item stay; the result is valid.
 func TestTrim(t *testing.T) {
-	p := newClear(t, 4000, 2000, clear.Trim{Enabled: true, KeepRounds: 2})
+	p := newClear(t, 4000, 2000, clearing.Trim{Enabled: true, KeepRounds: 2})
 	body := longSession(16)
 	compaction := `{"type":"compaction","id":"cmp_1","encrypted_content":"gAAAAcompacted"}`
 	body = bytes.Replace(body, []byte(`{"type":"message","id":"msg_user"`), []byte(compaction+`,{"type":"message","id":"msg_user"`), 1)
@@ -200,7 +200,7 @@ func TestTrim(t *testing.T) {
 // TestClearContinued: a continued conversation's new items are not
 // history: clearing leaves them.
 func TestClearContinued(t *testing.T) {
-	p := newClear(t, 100, 10, clear.Trim{Enabled: true, KeepRounds: 1})
+	p := newClear(t, 100, 10, clearing.Trim{Enabled: true, KeepRounds: 1})
 	body := longSession(8)
 	body = bytes.Replace(body, []byte(`"store":false`), []byte(`"store":true,"previous_response_id":"resp_1"`), 1)
 	if res := run(t, body, p); res.Changed {
@@ -252,7 +252,7 @@ func TestPersist(t *testing.T) {
 // TestAllPassesOnCaptures: every pass together, on the real captures,
 // leaves valid requests.
 func TestAllPassesOnCaptures(t *testing.T) {
-	cp := newClear(t, 10, 10, clear.Trim{Enabled: true, KeepRounds: 1}, func(c *clear.Config) { c.MinTokens, c.KeepUses = 1, 1 })
+	cp := newClear(t, 10, 10, clearing.Trim{Enabled: true, KeepRounds: 1}, func(c *clearing.Config) { c.MinTokens, c.KeepUses = 1, 1 })
 	mp, _ := compress.New(compress.Defaults())
 	pc := persist.Defaults()
 	pc.Threshold, pc.Preview = 100, 50

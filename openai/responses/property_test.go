@@ -10,7 +10,9 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/model"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/clearing"
+	"github.com/ctxguard/ctxguard/pass/persist"
 )
 
 // randomTurn appends one model turn of a random shape to items, and the
@@ -112,12 +114,14 @@ func randomBody(items []string) []byte {
 // rewrite ctxguard may make, and between events prefixes are kept.
 func TestRandomSessions(t *testing.T) {
 	cfg := config.Defaults()
-	cfg.Clear.Trigger = model.Tokens(3000)
-	cfg.Clear.KeepTokens = model.Tokens(1000)
-	cfg.Clear.ClearAtLeast = model.Tokens(1000)
-	cfg.Clear.KeepUses, cfg.Clear.MinTokens = 1, 5
-	cfg.Clear.Trim = clear.Trim{Enabled: true, KeepRounds: 2}
-	cfg.Persist.Threshold, cfg.Persist.Preview = 4000, 500
+	pass.Update(&cfg.Passes, func(s *clearing.Config) {
+		s.Trigger = model.Tokens(3000)
+		s.KeepTokens = model.Tokens(1000)
+		s.ClearAtLeast = model.Tokens(1000)
+		s.KeepUses, s.MinTokens = 1, 5
+		s.Trim = clearing.Trim{Enabled: true, KeepRounds: 2}
+	})
+	pass.Update(&cfg.Passes, func(s *persist.Config) { s.Threshold, s.Preview = 4000, 500 })
 	sessions := 40
 	if testing.Short() {
 		sessions = 5

@@ -1,10 +1,12 @@
 package responses
 
 import (
+	"hash/maphash"
 	"net/http"
 	"strings"
 
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/convbuild"
 	"github.com/ctxguard/ctxguard/openai"
 	"github.com/ctxguard/ctxguard/protocol"
 )
@@ -12,10 +14,9 @@ import (
 // Protocol is the OpenAI Responses API (POST /v1/responses).
 var Protocol protocol.Protocol = responsesAPI{}
 
-type responsesAPI struct{}
+type responsesAPI struct{ openai.API }
 
-func (responsesAPI) Name() string   { return "responses" }
-func (responsesAPI) Family() string { return openai.Family }
+func (responsesAPI) Name() string { return "responses" }
 
 // Claim implements protocol.Protocol: /v1/responses and everything under
 // it (a response by id, compact, input_items, the WebSocket upgrade) are
@@ -48,16 +49,9 @@ func (responsesAPI) NewUsageTap(contentType string) protocol.UsageTap {
 	return NewUsageTap(contentType)
 }
 
-func (responsesAPI) AppendError(dst []byte, k protocol.Kind, message, id string) []byte {
-	return openai.AppendError(dst, k, message, id)
-}
-
-// ErrorStatus implements protocol.StatusMapper (openai.ErrorStatus).
-func (responsesAPI) ErrorStatus(k protocol.Kind, status int) int {
-	return openai.ErrorStatus(k, status)
-}
-
-// Overflow implements protocol.OverflowReader (openai.Overflow).
-func (responsesAPI) Overflow(status int, body []byte) (protocol.Overflow, bool) {
-	return openai.Overflow(status, body)
+// QuickKey implements protocol.Protocol: the top-level instructions, then
+// the input items up to the first user message, or a string input
+// (convbuild.QuickKey).
+func (responsesAPI) QuickKey(seed maphash.Seed, body []byte) (uint64, bool) {
+	return convbuild.QuickKey(seed, body, "instructions", "input")
 }

@@ -16,7 +16,7 @@ const (
 	// is skipped and its usage lost.
 	MaxTapEvent = 1 << 20
 	// MaxTapUsage is the largest JSON "usage" value the tap buffers.
-	MaxTapUsage = 16 << 10
+	MaxTapUsage = tap.MaxUsage
 )
 
 // UsageTap reads token usage from a Responses answer as it streams past:
@@ -25,29 +25,20 @@ const (
 // top-level "usage" of a JSON answer. Feed it the decoded body in order,
 // split anywhere. It never fails and never retains what it is given. It
 // is not safe for concurrent use.
-type UsageTap struct {
-	r     tap.Router
-	u     protocol.Usage
-	found bool
-}
+type UsageTap struct{ tap.UsageTap[protocol.Usage] }
 
 // NewUsageTap returns a tap for an answer with the given Content-Type:
 // text/event-stream is read as SSE, application/json as a JSON answer,
 // anything else not at all.
 func NewUsageTap(contentType string) *UsageTap {
-	t := &UsageTap{r: tap.Router{Mode: tap.ModeOf(contentType)}}
-	t.r.SSE = tap.SSE{Want: wantEvent, Dispatch: t.event, MaxData: MaxTapEvent}
-	t.r.JSON = tap.Member{Key: "usage", Max: MaxTapUsage, Found: t.jsonUsage}
+	t := new(UsageTap)
+	tap.Setup(&t.UsageTap, contentType, &usageOf)
 	return t
 }
 
-// Usage returns the usage read so far and whether any was found.
-func (t *UsageTap) Usage() (protocol.Usage, bool) { return t.u, t.found }
-
-// Write feeds the next bytes of the answer. It always returns len(p), nil.
-func (t *UsageTap) Write(p []byte) (int, error) {
-	return t.r.Write(p)
-}
+// usageOf is where Responses answers carry their usage: only the final
+// events do, so the deltas and items before them are not buffered.
+var usageOf = tap.Usage[protocol.Usage]{Want: final, Event: event, MaxEvent: MaxTapEvent, JSON: ParseUsage}
 
 // final reports whether an event type ends a response with its usage.
 func final(name []byte) bool {
@@ -58,43 +49,32 @@ func final(name []byte) bool {
 	return false
 }
 
-// wantEvent: only the final events carry usage; the deltas and items
-// before them are not buffered.
-func wantEvent(name []byte) bool { return final(name) }
-
-// event handles one SSE event: without an "event:" line the data's own
+// event reads one SSE event: without an "event:" line the data's own
 // "type" says what it is (Codex dispatches on it too).
-func (t *UsageTap) event(name, data []byte) {
+func event(name, data []byte, u *protocol.Usage) bool {
 	root, err := jsonscan.Root(data)
 	if err != nil || jsonscan.KindOf(data, root) != jsonscan.Object {
-		return
+		return false
 	}
 	if name == nil {
 		typ, err := jsonscan.Lookup(data, root, "type")
 		if err != nil || !final(jsonscan.Text(data, typ)) {
-			return
+			return false
 		}
 	}
 	resp, err := jsonscan.Lookup(data, root, "response")
 	if err != nil || jsonscan.KindOf(data, resp) != jsonscan.Object {
-		return
+		return false
 	}
 	us, err := jsonscan.Lookup(data, resp, "usage")
 	if err != nil {
-		return
+		return false
 	}
-	if u, ok := ParseUsage(us.Bytes(data)); ok {
-		t.u, t.found = u, true
+	got, ok := ParseUsage(us.Bytes(data))
+	if ok {
+		*u = got
 	}
-}
-
-// jsonUsage takes a top-level "usage" of a JSON answer; the last wins.
-func (t *UsageTap) jsonUsage(val []byte) {
-	if u, ok := ParseUsage(val); ok {
-		t.u, t.found = u, true
-		return
-	}
-	t.u, t.found = protocol.Usage{}, false
+	return ok
 }
 
 // ParseUsage reads a Responses usage object:

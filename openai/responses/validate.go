@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	check "github.com/ctxguard/ctxguard/tools/validate"
 
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/internal/uncompact"
 )
 
 // Validate checks a Responses request body against the API's rules that a
@@ -283,7 +283,7 @@ func checkMessage(b []byte, i int, f vfields, ps *problems) {
 // types) is byte-identical when kept, and messages and compaction items
 // are never dropped.
 func ValidateRewrite(orig, sent []byte) error {
-	orig, err := check.Uncompacted(Parse, orig, sent)
+	orig, err := uncompact.Bodies(Parse, orig, sent)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
@@ -39,7 +40,7 @@ import (
 type Pass struct {
 	cfg   Config
 	blobs *store.Blobs
-	sum   Summarizer // nil: extractive only
+	sum   pass.Summarizer // nil: extractive only
 	log   *slog.Logger
 	now   func() time.Time
 
@@ -54,7 +55,7 @@ type Options struct {
 	// the summaries (Blobs.Store). Required.
 	Blobs *store.Blobs
 	// Summarizer writes summaries; nil writes extractive ones only.
-	Summarizer Summarizer
+	Summarizer pass.Summarizer
 	// Log receives what happens in the background (default: discard).
 	Log *slog.Logger
 	// Now is the clock (default time.Now).

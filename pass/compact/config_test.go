@@ -14,6 +14,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
 )
@@ -144,11 +145,11 @@ func TestDocsCompactionTable(t *testing.T) {
 }
 
 // jobSummarizer hands the jobs it gets to a test.
-type jobSummarizer struct{ jobs chan *Job }
+type jobSummarizer struct{ jobs chan *pass.Job }
 
-func (s *jobSummarizer) Summarize(ctx context.Context, j *Job) (Summary, error) {
+func (s *jobSummarizer) Summarize(ctx context.Context, j *pass.Job) (pass.Summary, error) {
 	s.jobs <- j
-	return Summary{Text: "a summary", Model: "small"}, nil
+	return pass.Summary{Text: "a summary", Model: "small"}, nil
 }
 
 // TestOneBudget (defect 6): a model's summary and the extractive one have
@@ -169,7 +170,7 @@ func TestOneBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := &jobSummarizer{jobs: make(chan *Job, 1)}
+	sum := &jobSummarizer{jobs: make(chan *pass.Job, 1)}
 	p, err := New(Defaults(), Options{Blobs: &store.Blobs{Store: store.NewMemory()}, Summarizer: sum})
 	if err != nil {
 		t.Fatal(err)

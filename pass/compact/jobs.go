@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
@@ -27,7 +28,7 @@ const retryAfter = 5 * time.Minute
 // the store for the summary until the lease's deadline. A lease whose
 // deadline passed (its process died) is taken over.
 //
-// A summarizer with a breaker (Breaker) is asked before a job starts: a
+// A summarizer with a breaker (pass.Breaker) is asked before a job starts: a
 // job starts only when a call would be made, and a request waits for a
 // job only while the breaker is closed. A request that waited for a job
 // as long as it may (Config.Wait) tells the summarizer (Job.Overdue).
@@ -61,11 +62,11 @@ type job struct {
 // for a session's request (its protocol and model) would be made now,
 // and whether it would be a probe; with count, a refusal is counted.
 func (p *Pass) allows(proto, model string, count bool) (ok, probe bool) {
-	b, isB := p.sum.(Breaker)
+	b, isB := p.sum.(pass.Breaker)
 	if !isB {
 		return true, false
 	}
-	return b.Allows(&Job{Protocol: proto, Model: model}, count)
+	return b.Allows(&pass.Job{Protocol: proto, Model: model}, count)
 }
 
 func (j *jobs) init(p *Pass, timeout time.Duration) {
@@ -138,7 +139,7 @@ func (j *jobs) start(s *planState, env *pipeline.Env) *job {
 	}
 	jb := &job{done: make(chan struct{}), probe: probe, overdue: make(chan struct{})}
 	j.m[key] = jb
-	req := &Job{
+	req := &pass.Job{
 		Protocol:  env.Protocol,
 		Model:     s.r.Conv.Model,
 		Header:    env.Header.Clone(),
@@ -173,7 +174,7 @@ func (p *Pass) modelTarget(in *spanInput) int {
 
 // run writes one summary and stores it (unless another record landed
 // first: then that one stands).
-func (j *jobs) run(key string, jb *job, in *spanInput, req *Job) {
+func (j *jobs) run(key string, jb *job, in *spanInput, req *pass.Job) {
 	defer j.wg.Done()
 	p := j.p
 	ctx, cancel := context.WithTimeout(j.ctx, j.timeout)
@@ -198,7 +199,7 @@ func (j *jobs) run(key string, jb *job, in *spanInput, req *Job) {
 	}
 	j.mu.Lock()
 	switch {
-	case errors.Is(err, ErrBreakerOpen):
+	case errors.Is(err, pass.ErrBreakerOpen):
 		// Not this span's failure: it is asked for again once the
 		// breaker lets calls through.
 		p.log.Debug("compact: the summarizer's breaker is open; the extractive summary serves if the session reaches the overflow line", "span", key, "err", err)

@@ -5,16 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/store"
 )
 
 // hangingSummarizer answers only when its context ends.
 type hangingSummarizer struct{ called chan struct{} }
 
-func (h hangingSummarizer) Summarize(ctx context.Context, _ *Job) (Summary, error) {
+func (h hangingSummarizer) Summarize(ctx context.Context, _ *pass.Job) (pass.Summary, error) {
 	h.called <- struct{}{}
 	<-ctx.Done()
-	return Summary{}, ctx.Err()
+	return pass.Summary{}, ctx.Err()
 }
 
 // TestCloseReleasesLease: a process that closes while its summary is
@@ -24,7 +25,7 @@ func (h hangingSummarizer) Summarize(ctx context.Context, _ *Job) (Summary, erro
 // second process's lease call reports the span as another's.
 func TestCloseReleasesLease(t *testing.T) {
 	st := store.NewMemory()
-	newPass := func(sum Summarizer) *Pass {
+	newPass := func(sum pass.Summarizer) *Pass {
 		p, err := New(Defaults(), Options{Blobs: &store.Blobs{Store: st, BaseURL: "http://x"}, Summarizer: sum})
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +45,7 @@ func TestCloseReleasesLease(t *testing.T) {
 	a.jobs.m[key] = jb
 	a.jobs.mu.Unlock()
 	a.jobs.wg.Add(1)
-	go a.jobs.run(key, jb, &spanInput{}, &Job{})
+	go a.jobs.run(key, jb, &spanInput{}, &pass.Job{})
 	<-h.called
 
 	b := newPass(nil)

@@ -62,6 +62,7 @@ import (
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
@@ -124,7 +125,7 @@ func (s *propSummarizer) release() {
 	s.mu.Unlock()
 }
 
-func (s *propSummarizer) Summarize(ctx context.Context, j *Job) (Summary, error) {
+func (s *propSummarizer) Summarize(ctx context.Context, j *pass.Job) (pass.Summary, error) {
 	s.mu.Lock()
 	s.calls++
 	gate := s.gate
@@ -132,20 +133,20 @@ func (s *propSummarizer) Summarize(ctx context.Context, j *Job) (Summary, error)
 	select {
 	case <-gate:
 	case <-ctx.Done():
-		return Summary{}, ctx.Err()
+		return pass.Summary{}, ctx.Err()
 	}
 	switch s.mode {
 	case "fail":
-		return Summary{}, errors.New("the model said 529 overloaded")
+		return pass.Summary{}, errors.New("the model said 529 overloaded")
 	case "empty":
-		return Summary{Text: " \n", Model: "small"}, nil
+		return pass.Summary{Text: " \n", Model: "small"}, nil
 	case "long":
-		return Summary{Text: strings.Repeat("All of it, at length. ", j.MaxTokens), Model: "small"}, nil
+		return pass.Summary{Text: strings.Repeat("All of it, at length. ", j.MaxTokens), Model: "small"}, nil
 	case "block":
 		<-ctx.Done()
-		return Summary{}, ctx.Err()
+		return pass.Summary{}, ctx.Err()
 	}
-	return Summary{Text: fmt.Sprintf("MODEL SUMMARY of %d bytes: the user asked for work, it was done.", len(j.Input)), Model: "small", InputTokens: len(j.Input) / 4, OutputTokens: 20}, nil
+	return pass.Summary{Text: fmt.Sprintf("MODEL SUMMARY of %d bytes: the user asked for work, it was done.", len(j.Input)), Model: "small", InputTokens: len(j.Input) / 4, OutputTokens: 20}, nil
 }
 
 func (s *propSummarizer) count() int {
@@ -333,7 +334,7 @@ func checkStream(t testing.TB, w wire, pc propConfig, name string, reqs [][]byte
 	st := propStats{sessions: 1}
 	var where string
 	ost := &onceStore{Memory: store.NewMemory(), t: t, where: &where, fail: pc.failStore}
-	var sum Summarizer
+	var sum pass.Summarizer
 	var model *propSummarizer
 	if pc.sum != "" {
 		model = newPropSummarizer(pc.sum)
@@ -421,7 +422,7 @@ const propBaseURL = "http://127.0.0.1:8787"
 func checkRequest(t testing.TB, w wire, pc propConfig, where string, lim limits, orig []byte, origC *conversation.Conversation, res pipeline.Result, st *onceStore) *sent {
 	t.Helper()
 	// 1. A fresh process on the same store.
-	var sum Summarizer
+	var sum pass.Summarizer
 	if pc.sum != "" {
 		sum = newPropSummarizer(pc.sum)
 	}

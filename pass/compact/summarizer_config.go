@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/ctxguard/ctxguard/internal/baseurl"
 )
 
 // SummarizerConfig says who writes compaction summaries (YAML key
@@ -51,6 +53,8 @@ func (c SummarizerConfig) Validate() error {
 	case "endpoint":
 		if u, err := url.Parse(c.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("summarizer.endpoint: %q is not an http(s) URL", c.Endpoint))
+		} else if err := baseurl.Check("summarizer.endpoint", c.Endpoint); err != nil {
+			errs = append(errs, err)
 		}
 		switch c.Protocol {
 		case "anthropic", "responses", "chat":

@@ -29,7 +29,7 @@ import (
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/internal/stub"
-	"github.com/ctxguard/ctxguard/pass/compact"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
@@ -80,7 +80,7 @@ func (c Config) Validate() error {
 type Pass struct {
 	cfg   Config
 	blobs *store.Blobs
-	sum   compact.Summarizer
+	sum   pass.Summarizer
 	log   *slog.Logger
 
 	records store.Decisions[*record] // judged results, decided once
@@ -95,7 +95,7 @@ type record struct {
 
 // New compiles cfg. sum writes the summaries; with none the pass does
 // nothing.
-func New(cfg Config, blobs *store.Blobs, sum compact.Summarizer, log *slog.Logger) (*Pass, error) {
+func New(cfg Config, blobs *store.Blobs, sum pass.Summarizer, log *slog.Logger) (*Pass, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("digest: %w", err)
 	}
@@ -201,7 +201,7 @@ func (p *Pass) judge(r *pipeline.Request, key string, c *conversation.Conversati
 	if env == nil {
 		env = &pipeline.Env{}
 	}
-	job := &compact.Job{
+	job := &pass.Job{
 		Protocol:  env.Protocol,
 		Model:     c.Model,
 		Header:    env.Header,
@@ -220,7 +220,7 @@ func (p *Pass) judge(r *pipeline.Request, key string, c *conversation.Conversati
 			rec = &record{Blob: k.ID, Text: fmt.Sprintf("[ctxguard had a small model read this %s result (%s chars) and answer the call's request; the full result is in blob %s: %s]\n\n%s",
 				c.ToolName(b), stub.Size(k.Chars), p.blobs.Name(k.ID), p.blobs.Howto(), strings.TrimSpace(sum.Text))}
 		}
-	} else if errors.Is(err, compact.ErrBreakerOpen) {
+	} else if errors.Is(err, pass.ErrBreakerOpen) {
 		p.log.Debug("digest: the summarizer's breaker is open; the result stays whole", "tool", c.ToolName(b), "err", err)
 	} else {
 		p.log.Warn("digest: no summary in time; the result stays whole", "tool", c.ToolName(b), "err", err)

@@ -22,6 +22,7 @@ import (
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/openaitest"
 	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/pass/digest"
 	"github.com/ctxguard/ctxguard/pipeline"
@@ -195,7 +196,7 @@ type call struct {
 
 // summarizer is ctxguard's own model client in session mode, calling the
 // fake as the session's upstream.
-func (m *model) summarizer(t *testing.T) compact.Summarizer {
+func (m *model) summarizer(t *testing.T) pass.Summarizer {
 	cfg := compact.DefaultSummarizer()
 	cfg.Retries = 0
 	c, err := summarize.New(cfg, []protocol.Protocol{anthropic.Protocol, responses.Protocol, chat.Protocol},
@@ -221,7 +222,7 @@ type guard struct {
 	prev  *conversation.Conversation
 }
 
-func newGuard(t *testing.T, cfg digest.Config, st store.Store, sum compact.Summarizer, proto protocol.Protocol) *guard {
+func newGuard(t *testing.T, cfg digest.Config, st store.Store, sum pass.Summarizer, proto protocol.Protocol) *guard {
 	t.Helper()
 	p, err := digest.New(cfg, &store.Blobs{Store: st, BaseURL: "http://127.0.0.1:8787"}, sum, nil)
 	if err != nil {
@@ -500,7 +501,7 @@ func TestDigestLeavesAlone(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newModel(t)
-			var sum compact.Summarizer
+			var sum pass.Summarizer
 			if !tc.noSum {
 				sum = m.summarizer(t)
 			}

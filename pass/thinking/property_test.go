@@ -27,7 +27,7 @@ import (
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/pass/thinking"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
@@ -104,10 +104,10 @@ func checkSession(t *testing.T, w wire, r *rand.Rand, st *stats) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := clear.Defaults()
+	cc := clearing.Defaults()
 	cc.Trigger, cc.KeepTokens, cc.ClearAtLeast, cc.Payback = model.Tokens(2000), model.Tokens(500), model.Tokens(500), 0
 	cc.Trim.Enabled = r.IntN(2) == 0
-	cl, err := clear.New(cc, &store.Blobs{Store: store.NewMemory()})
+	cl, err := clearing.New(cc, &store.Blobs{Store: store.NewMemory()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,7 @@ import (
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/internal/stub"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/splice"
 )
@@ -99,10 +100,11 @@ func (c Config) Validate() error {
 func Signed(b *conversation.Block) bool { return !b.Signature.IsZero() }
 
 // Pass is the compiled guard. It is safe for concurrent use.
-type Pass struct{ sigs *Signatures }
+type Pass struct{ sigs pass.Signatures }
 
-// New returns the guard over sigs, which the caller fills (Record).
-func New(sigs *Signatures) (*Pass, error) {
+// New returns the guard over sigs, which says who minted a signed block:
+// a Signatures its owner fills (Record).
+func New(sigs pass.Signatures) (*Pass, error) {
 	if sigs == nil {
 		return nil, errors.New("thinking: no signature cache")
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
-	"github.com/ctxguard/ctxguard/pass/clear"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/pass/thinking"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
@@ -270,7 +270,7 @@ func TestGuardChat(t *testing.T) {
 func TestGuardWithClear(t *testing.T) {
 	big := strings.Repeat("x", 8000)
 	resultBig := `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"` + big + `"}]}`
-	cc := clear.Defaults()
+	cc := clearing.Defaults()
 	cc.Trigger, cc.KeepTokens, cc.ClearAtLeast, cc.KeepUses, cc.Payback, cc.MinTokens = model.Tokens(100), model.Tokens(0), model.Tokens(10), 0, 0, 0
 	cc.CacheMarker = false
 	for _, tc := range []struct {
@@ -288,7 +288,7 @@ func TestGuardWithClear(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cl, err := clear.New(cc, &store.Blobs{Store: store.NewMemory()})
+			cl, err := clearing.New(cc, &store.Blobs{Store: store.NewMemory()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -94,7 +94,9 @@ func benchRewrite(b *testing.B, src *Source, p Protocol, size int) {
 		cfg := config.Defaults()
 		cfg.DataDir = b.TempDir()
 		cfg.Upstreams = config.Upstreams{Anthropic: "http://127.0.0.1:1", OpenAI: "http://127.0.0.1:1"}
-		cfg.Compress.Enabled, cfg.Persist.Enabled, cfg.Clear.Enabled = pc.compress, pc.persist, pc.clear
+		cfg.Passes.Switch("compress", pc.compress)
+		cfg.Passes.Switch("persist", pc.persist)
+		cfg.Passes.Switch("clear", pc.clear)
 		g, err := ctxguard.New(cfg)
 		if err != nil {
 			b.Fatal(err)

@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"fmt"
-	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/tools/estimator"
 	"github.com/ctxguard/ctxguard/tools/validate/allow"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tools/transcript"
@@ -105,21 +106,22 @@ var ValidateOptions = allow.For(config.Defaults())
 // through Guards that stop after pass 1, 2, ..., n-1 (the same config with
 // the later passes switched off; every decision is a function of the
 // request alone, so these are exactly the bodies the full pipeline had
-// after each pass). This costs a few more pipeline runs per request and
-// knows the passes compress, persist and clear; for a pipeline with
-// another pass the per-pass split is left out.
+// after each pass). This costs a few more pipeline runs per request; the
+// later passes are switched off through package pass's registry, so a
+// pass it does not have leaves the per-pass split out.
 func GuardPipeline(cfg config.Config) (Pipeline, error) {
 	cfg.DryRun = false
 	// A replay never calls a model: summaries are extractive.
-	cfg.Compact.Summarizer.Mode = "none"
+	pass.Update(&cfg.Passes, func(c *compact.Config) { c.Summarizer.Mode = "none" })
 	if err := cfg.Validate(); err != nil {
 		return Pipeline{}, err
 	}
-	probe, _, err := ctxguard.Compile(cfg, ctxguard.Deps{Blobs: &store.Blobs{Store: store.NewMemory()}})
+	probe, stop, err := ctxguard.Compile(cfg, ctxguard.Deps{Blobs: &store.Blobs{Store: store.NewMemory()}})
 	if err != nil {
 		return Pipeline{}, err
 	}
 	passes := probe.Passes()
+	stop()
 	stageCfgs, staged := stageConfigs(cfg, passes)
 	p := Pipeline{
 		Passes: passes,
@@ -183,18 +185,11 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 }
 
 // stageConfigs returns, for passes p1..pn, the configs running p1..pk for
-// k = 1..n-1, or false if a pass is not one it knows how to switch off.
+// k = 1..n-1, or false if a pass is not one it can switch off (a pass
+// the registry does not have: pass.Sections.Switch).
 func stageConfigs(cfg config.Config, passes []string) ([]config.Config, bool) {
-	off := map[string]func(*config.Config){
-		"compress": func(c *config.Config) { c.Compress.Enabled = false },
-		"persist":  func(c *config.Config) { c.Persist.Enabled = false },
-		"clear":    func(c *config.Config) { c.Clear.Enabled = false },
-		"digest":   func(c *config.Config) { c.Digest.Enabled = false },
-		"compact":  func(c *config.Config) { c.Compact.Enabled = false },
-		"thinking": func(c *config.Config) { c.ThinkingGuard.Enabled = false },
-	}
 	for _, p := range passes {
-		if off[p] == nil {
+		if probe := cfg.Passes; probe.Switch(p, false) != nil {
 			return nil, false
 		}
 	}
@@ -202,7 +197,7 @@ func stageConfigs(cfg config.Config, passes []string) ([]config.Config, bool) {
 	for k := 1; k < len(passes); k++ {
 		c := cfg
 		for _, p := range passes[k:] {
-			off[p](&c)
+			c.Passes.Switch(p, false)
 		}
 		out = append(out, c)
 	}
@@ -212,12 +207,9 @@ func stageConfigs(cfg config.Config, passes []string) ([]config.Config, bool) {
 // Off returns cfg with every rule switched off: the pipeline forwards
 // every body untouched, the baseline a replay must show as ratio 1.
 func Off(cfg config.Config) config.Config {
-	cfg.Compress.Enabled = false
-	cfg.Persist.Enabled = false
-	cfg.Clear.Enabled = false
-	cfg.Digest.Enabled = false
-	cfg.Compact.Enabled = false
-	cfg.ThinkingGuard.Enabled = false
+	for _, m := range pass.Modules() {
+		cfg.Passes.Switch(m.Name, false)
+	}
 	return cfg
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"github.com/ctxguard/ctxguard/internal/shareddata"
 	"github.com/ctxguard/ctxguard/internal/stub"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
@@ -246,11 +248,14 @@ func TestStageConfigs(t *testing.T) {
 	if !ok || len(cs) != 2 {
 		t.Fatalf("stages %d, %v", len(cs), ok)
 	}
-	if !cs[0].Compress.Enabled || cs[0].Persist.Enabled || cs[0].Clear.Enabled {
-		t.Errorf("stage 1 runs %v %v %v", cs[0].Compress.Enabled, cs[0].Persist.Enabled, cs[0].Clear.Enabled)
+	runs := func(c config.Config) [3]bool {
+		return [3]bool{c.Passes.Enabled("compress"), c.Passes.Enabled("persist"), c.Passes.Enabled("clear")}
 	}
-	if !cs[1].Compress.Enabled || !cs[1].Persist.Enabled || cs[1].Clear.Enabled {
-		t.Errorf("stage 2 runs %v %v %v", cs[1].Compress.Enabled, cs[1].Persist.Enabled, cs[1].Clear.Enabled)
+	if r := runs(cs[0]); r != [3]bool{true, false, false} {
+		t.Errorf("stage 1 runs %v", r)
+	}
+	if r := runs(cs[1]); r != [3]bool{true, true, false} {
+		t.Errorf("stage 2 runs %v", r)
 	}
 	if _, ok := stageConfigs(cfg, []string{"compress", "summarize"}); ok {
 		t.Error("an unknown pass was staged")
@@ -470,7 +475,7 @@ func TestRunRenderedOpenAI(t *testing.T) {
 				if s.Error != "" || s.Protocol != proto.Name() || s.Invalid != 0 {
 					t.Errorf("%s: protocol %q, %d invalid, error %s", s.ID, s.Protocol, s.Invalid, s.Error)
 				}
-				if !cfg.Clear.Enabled && (s.TokenRatio != 1 || s.CostRatio != 1) {
+				if !pass.Get[clearing.Config](cfg.Passes).Enabled && (s.TokenRatio != 1 || s.CostRatio != 1) {
 					t.Errorf("%s with every rule off: %v %v", s.ID, s.TokenRatio, s.CostRatio)
 				}
 			}

@@ -272,7 +272,7 @@ func TestRewriteSmall(t *testing.T) {
 }
 
 // TestRewriteTrimRepeatedText: a regression test (found by the property
-// tests of pass/clear over generated sessions). Tool-round trimming keeps
+// tests of pass/clearing over generated sessions). Tool-round trimming keeps
 // the text of a dropped round's user message and puts its note first in
 // the run's last user message; when that text recurs in an earlier
 // message of the run ("[Request interrupted by user]" after two rounds),

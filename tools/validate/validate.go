@@ -117,8 +117,10 @@ package validate
 
 import (
 	"fmt"
-	"github.com/ctxguard/ctxguard/anthropic"
 	"strings"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/internal/uncompact"
 )
 
 // Options says which changes a rewrite may make, beyond editing tool
@@ -144,7 +146,7 @@ type Options struct {
 	AllowTopLevel []string
 	// AllowCompaction permits a compaction: the messages from the first
 	// user message up to an assistant message replaced by one summary
-	// message (see Uncompact); the rest is checked against the original
+	// message (see uncompact.Undo); the rest is checked against the original
 	// with that span replaced the same way.
 	AllowCompaction bool
 }
@@ -275,7 +277,7 @@ func Request(body []byte) error {
 func Rewrite(orig, rewritten []byte, opts Options) error {
 	var ps problems
 	if opts.AllowCompaction {
-		o, err := Uncompacted(anthropic.Parse, orig, rewritten)
+		o, err := uncompact.Bodies(anthropic.Parse, orig, rewritten)
 		if err != nil {
 			ps.add(RuleMessageRemoved, "messages", "%v", err)
 			return ps.err()
