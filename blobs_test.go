@@ -17,6 +17,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/guardtest"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/clearing"
@@ -94,7 +95,7 @@ func TestGuardKeepsBlobsInUse(t *testing.T) {
 			old, persisted := 0, 0
 			for k, body := range reqs {
 				now := clk.Advance(gap)
-				res := g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(0), body)
+				res := g.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(0), body)
 				if res.Err != nil {
 					t.Fatal(res.Err)
 				}
@@ -167,7 +168,7 @@ func TestGuardHealsLostBlobs(t *testing.T) {
 	var lost, lostPersisted []string
 	for i, body := range reqs[:k+3] {
 		clk.Advance(time.Minute)
-		res := g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(0), body)
+		res := g.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(0), body)
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
@@ -229,7 +230,7 @@ func TestGuardUsesOnlySentBodies(t *testing.T) {
 		g := newGuard(t, cfg, WithStore(st), WithClock(clk.Now))
 		for _, body := range reqs {
 			clk.Advance(time.Hour)
-			g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(0), body)
+			g.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(0), body)
 		}
 		if got := st.Touches.Load(); (got > 0) == dry {
 			t.Errorf("dry run %v: %d touches", dry, got)
@@ -266,7 +267,7 @@ func TestGuardNotWritable(t *testing.T) {
 			t.Errorf("the warning lacks %q:\n%s", want, l)
 		}
 	}
-	res := g.RewriteBody(context.Background(), anthropic.Protocol, nil, bigResult())
+	res := g.RewriteBody(context.Background(), anthropic.Protocol, nil, guardtest.BigResult())
 	if res.Err != nil || !res.Changed {
 		t.Fatalf("rewrite: changed %v, err %v", res.Changed, res.Err)
 	}

@@ -1,165 +1,73 @@
 // Package ctxguard keeps long-running LLM agent sessions inside their
 // context window and cheap by rewriting their requests on the wire.
 //
-// A Guard is built once from a config.Config. It rewrites Anthropic
-// Messages request bodies (Rewrite), serves as a local reverse proxy
+// A Guard is built once from a config.Config. It rewrites the request
+// bodies of the Anthropic Messages API, the OpenAI Responses API and
+// OpenAI Chat Completions (RewriteBody), serves as a local reverse proxy
 // (Handler), and plugs into Go HTTP clients and the official SDKs
-// (Transport, Middleware). The request path is visible in the packages it
-// uses: protocol adapter (anthropic) → conversation → passes
-// (pipeline, pass/...) → splice → upstream (proxy).
+// (Transport, Middleware). This package is a facade; the work is done in
+// the packages whose names trace the request path: protocol adapter
+// (anthropic, openai/...) → conversation → engine (the session cache,
+// learned limits, the compiled pipeline, overflow recovery) → passes
+// (pipeline, pass/...) → splice → upstream (proxy, wired by serve), with
+// the records of every exchange observed by observe, metrics and
+// dashboard.
 //
 // A Guard is safe for concurrent use. Bodies passed to it are never
 // modified or retained after a call returns.
 package ctxguard
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"runtime/debug"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
-	"github.com/ctxguard/ctxguard/conversation"
-	"github.com/ctxguard/ctxguard/dashboard"
+	"github.com/ctxguard/ctxguard/engine"
 	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/observe"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/pass"
-	_ "github.com/ctxguard/ctxguard/pass/all" // the passes ctxguard ships
-	"github.com/ctxguard/ctxguard/pass/compact"
-	"github.com/ctxguard/ctxguard/pass/thinking"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/proxy"
 	"github.com/ctxguard/ctxguard/record"
-	"github.com/ctxguard/ctxguard/session"
-	"github.com/ctxguard/ctxguard/splice"
+	"github.com/ctxguard/ctxguard/serve"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/tokens"
 )
 
 // BypassHeader, set to 1 on a request, makes ctxguard forward it untouched.
-const BypassHeader = "X-Ctxguard-Bypass"
+const BypassHeader = engine.BypassHeader
 
 // Guard rewrites requests. Build it with New.
 type Guard struct {
-	// cfg is the configuration New was given; its restart-only settings
-	// (config.RestartOnly) hold for the Guard's life. The configuration
-	// in force is current().cfg.
-	cfg        config.Config
-	protocols  []protocol.Protocol // the APIs it knows, most preferred first
+	engine *engine.Engine // rewrites
+	server *serve.Server  // the HTTP side
+	obs    *observe.Set   // the records' standard observers
+
+	// What the Options set, for New.
 	log        *slog.Logger
 	store      store.Store
-	sigs       *thinking.Signatures // who minted the thinking blocks seen
-	summarizer pass.Summarizer      // WithSummarizer's; nil: the configured one
-	calib      *tokens.Calibration
+	summarizer pass.Summarizer
 	now        func() time.Time
-
-	// setup is what the configuration in force built (reload.go).
-	setup    atomic.Pointer[setup]
-	reloadMu sync.Mutex
-	retired  []pass.Closer // passes reloads replaced that work in the background, closed by Close
-
-	// bus carries the record of every exchange to its observers: the
-	// statistics, the session statistics, the calibration, the log and,
-	// when the local endpoints are served, the metrics and the dashboard.
-	bus      record.Bus
-	stats    Stats
-	sessions sessions
-	limits   learnedLimits
-	recent   *recent
-
-	localOnce   sync.Once
-	localMux    http.Handler                        // the local endpoints (Local)
-	localRoutes []string                            // the patterns it serves
-	dash        atomic.Pointer[dashboard.Dashboard] // the dashboard, once Local mounted it
 }
 
-// outBufs holds buffers for rewritten bodies.
-var outBufs bufPool
+// Result is what a rewrite did to one request (RewriteBody).
+type Result = engine.Result
 
-// bufPool is a pool of byte buffers; buffers over 8 MB are not kept.
-type bufPool struct{ p sync.Pool }
+// Stats counts what a Guard did since it started (Guard.Stats).
+type Stats = observe.Stats
 
-// get returns a buffer of at least n bytes (its whole capacity).
-func (b *bufPool) get(n int) []byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		if cap(*v) >= n {
-			return (*v)[:cap(*v)]
-		}
-		b.p.Put(v) // too small for this one; kept for a smaller body
-	}
-	return make([]byte, max(n, 64<<10))
-}
+// SessionStats is what ctxguard did to one agent session.
+type SessionStats = observe.SessionStats
 
-func (b *bufPool) put(buf []byte) {
-	if c := cap(buf); c > 0 && c <= 8<<20 {
-		buf = buf[:c]
-		b.p.Put(&buf)
-	}
-}
-
-// calibrationKey is the store record holding the learned calibration.
-const calibrationKey = "calibration"
-
-// Stats counts what a Guard did since it started, by the outcome of each
-// exchange's record (record.Outcome). It observes the records
-// (Guard.Records) and is counted nowhere else. Safe for concurrent use.
-type Stats struct {
-	Requests  atomic.Int64 // exchanges recorded: rewritable requests
-	Rewritten atomic.Int64 // outcome rewritten: the body sent differed
-	Unchanged atomic.Int64 // outcome unchanged (dry runs included)
-	Bypassed  atomic.Int64 // outcome bypassed: not rewritten by design (bypass header, bad JSON, other shapes, buffers full)
-	Failed    atomic.Int64 // outcome failed_open: a pass failed, the original went
-	Recovered atomic.Int64 // outcome recovered: retried compacted after the upstream found it too long, successfully
-	// RecoveryFailed counts outcome recovery_failed: the upstream found
-	// it too long, and the compacted retry failed too (or there was none).
-	RecoveryFailed atomic.Int64
-	Refused        atomic.Int64 // outcome refused: ctxguard answered with its own error
-	Events         atomic.Int64 // edit events
-	Compactions    atomic.Int64 // requests that carried a compaction for the first time
-	// Observed counts the usages the calibration took; the calibration
-	// observer counts it.
-	Observed atomic.Int64
-}
-
-// Observe implements record.Observer.
-func (s *Stats) Observe(x *record.Exchange) {
-	s.Requests.Add(1)
-	switch x.Outcome {
-	case record.Rewritten:
-		s.Rewritten.Add(1)
-	case record.Unchanged:
-		s.Unchanged.Add(1)
-	case record.Bypassed:
-		s.Bypassed.Add(1)
-	case record.FailedOpen:
-		s.Failed.Add(1)
-	case record.Recovered:
-		s.Recovered.Add(1)
-	case record.RecoveryFailed:
-		s.RecoveryFailed.Add(1)
-	case record.Refused:
-		s.Refused.Add(1)
-	}
-	if x.Event {
-		s.Events.Add(1)
-	}
-	if x.Compaction != "" {
-		s.Compactions.Add(1)
-	}
-}
+// Deps are what a compiled pipeline's passes work with besides their
+// configuration (Compile).
+type Deps = engine.Deps
 
 // Option adjusts a Guard at construction.
 type Option func(*Guard)
@@ -181,14 +89,14 @@ func WithClock(now func() time.Time) Option { return func(g *Guard) { g.now = no
 
 // New expands the paths in cfg (config.ExpandPaths), validates it and
 // builds a Guard. Unless WithStore gave a store, cfg.Store's Redis server
-// is used (it must answer now: see openShared), or else the embedded store
-// is opened under cfg.DataDir (see store.OpenDir: created private if absent,
-// adopted if empty, refused if it holds files that are not ctxguard's).
-// If the data directory cannot be written (store.ErrNotWritable), the
-// Guard serves without persistence: removed content is kept in memory,
-// at most cfg.Limits.MemoryStore bytes, for cfg.BlobTTL after
-// its last use, and lost on exit; a warning says so and Persistent
-// reports false.
+// is used (it must answer now), or else the embedded store is opened
+// under cfg.DataDir (see serve.OpenStore and store.OpenDir: created
+// private if absent, adopted if empty, refused if it holds files that are
+// not ctxguard's). If the data directory cannot be written
+// (store.ErrNotWritable), the Guard serves without persistence: removed
+// content is kept in memory, at most cfg.Limits.MemoryStore bytes, for
+// cfg.BlobTTL after its last use, and lost on exit; a warning says so and
+// Persistent reports false.
 func New(cfg config.Config, opts ...Option) (*Guard, error) {
 	if err := cfg.ExpandPaths(); err != nil {
 		return nil, err
@@ -196,71 +104,52 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Guard{cfg: cfg, log: slog.New(slog.DiscardHandler), now: time.Now, protocols: Protocols()}
+	g := &Guard{log: slog.New(slog.DiscardHandler), now: time.Now}
 	for _, o := range opts {
 		o(g)
 	}
-	g.recent = newRecent(cfg.Limits.Sessions, cfg.Limits.SessionMemory, cfg.Limits.SessionIdle)
-	g.recent.now = g.now
-	var err error
-	if _, err = model.NewRegistry(cfg.Models); err != nil {
+	if _, err := model.NewRegistry(cfg.Models); err != nil {
 		return nil, err // before the store is opened
 	}
 	if g.store == nil {
-		if g.store, err = g.openStore(); err != nil {
+		var err error
+		if g.store, err = serve.OpenStore(cfg, g.log, g.now); err != nil {
 			return nil, err
 		}
 	}
-	g.sigs = thinking.NewSignatures(pass.Get[thinking.Config](cfg.Passes), g.now)
-	s, err := g.build(cfg, nil)
+	protocols := Protocols()
+	e, err := engine.New(cfg, engine.Options{Store: g.store, Protocols: protocols, Log: g.log, Summarizer: g.summarizer,
+		Calibration: observe.LoadCalibration(g.store, g.log), Now: g.now})
 	if err != nil {
 		return nil, err
 	}
-	g.setup.Store(s)
-	g.calib = tokens.NewCalibration()
-	ctx, cancel := storeContext()
-	defer cancel()
-	if b, err := g.store.Get(ctx, calibrationKey); err == nil {
-		if err := g.calib.UnmarshalJSON(b); err != nil {
-			g.log.Warn("ignoring a stored calibration that does not decode", "err", err)
-		}
-	}
-	g.bus.Subscribe(&g.stats)
-	g.bus.Subscribe(record.ObserverFunc(g.sessions.record))
-	g.bus.Subscribe(record.ObserverFunc(g.observeUsage))
-	g.bus.Subscribe(record.ObserverFunc(g.logExchange))
+	g.engine = e
+	g.obs = observe.NewSet(g.store, e.Calibration(), g.log)
+	g.obs.Subscribe(e.Records())
+	g.server = serve.New(e, g.obs, protocols)
 	return g, nil
+}
+
+// Protocols returns the APIs ctxguard speaks, most preferred first: the
+// Anthropic Messages API, the OpenAI Responses API and OpenAI Chat
+// Completions.
+func Protocols() []protocol.Protocol {
+	return []protocol.Protocol{anthropic.Protocol, responses.Protocol, chat.Protocol}
+}
+
+// Compile builds the pipeline cfg describes: the passes it switches on,
+// as package pass's registry has them (engine.Compile). stop ends the
+// passes' background work (the summaries compaction is writing); call it
+// once the pipeline is no longer used.
+func Compile(cfg config.Config, d Deps) (pipe *pipeline.Pipeline, stop func(), err error) {
+	return engine.Compile(cfg, d)
 }
 
 // Records returns the bus the record of every exchange is published on
 // (record.Exchange): one per rewritable request through the proxy
 // (Handler), the Middleware or Transport, or RewriteBody. Subscribe to
 // see what the Guard does.
-func (g *Guard) Records() *record.Bus { return &g.bus }
-
-// openStore opens the shared store cfg.Store names, else the embedded
-// store, or the memory store when the data directory cannot be written.
-func (g *Guard) openStore() (store.Store, error) {
-	cfg := g.cfg
-	if cfg.Store != "" {
-		return g.openShared()
-	}
-	d, err := store.OpenDir(cfg.DataDir, cfg.BlobTTL)
-	if err == nil {
-		d.Now = g.now
-		for _, w := range d.Warnings() {
-			g.log.Warn(w)
-		}
-		return d, nil
-	}
-	if !errors.Is(err, store.ErrNotWritable) {
-		return nil, err
-	}
-	limit := "at most " + strconv.FormatFloat(float64(cfg.Limits.MemoryStore)/(1<<20), 'f', -1, 64) + " MiB"
-	g.log.Warn("the data dir "+cfg.DataDir+" cannot be written; serving without persistence: removed content is kept in memory only, "+limit+", and lost on exit",
-		"data_dir", cfg.DataDir, "reason", err, "memory_store", cfg.Limits.MemoryStore)
-	return store.NewMemoryWith(store.MemoryOptions{MaxBytes: cfg.Limits.MemoryStore, TTL: cfg.BlobTTL, Now: g.now}), nil
-}
+func (g *Guard) Records() *record.Bus { return g.engine.Records() }
 
 // Persistent reports whether removed content outlives the process: false
 // when the Guard keeps it in memory (the data directory could not be
@@ -271,87 +160,26 @@ func (g *Guard) Persistent() bool {
 	return !mem
 }
 
-// Protocols returns the APIs ctxguard speaks, most preferred first: the
-// Anthropic Messages API, the OpenAI Responses API and OpenAI Chat
-// Completions.
-func Protocols() []protocol.Protocol {
-	return []protocol.Protocol{anthropic.Protocol, responses.Protocol, chat.Protocol}
-}
-
-// Deps are what a compiled pipeline's passes work with besides their
-// configuration (pass.Env).
-type Deps struct {
-	// Blobs keeps removed content. Required.
-	Blobs *store.Blobs
-	// Log receives the passes' background work (default: discard).
-	Log *slog.Logger
-	// Summarizer writes compaction summaries and digests; nil writes
-	// summaries without a model (the extractive summary).
-	Summarizer pass.Summarizer
-	// Now is the clock (default time.Now).
-	Now func() time.Time
-	// Signatures tells the thinking guard who minted thinking blocks; nil
-	// makes a cache of its own (which nothing fills).
-	Signatures *thinking.Signatures
-}
-
-// Compile builds the pipeline cfg describes: the passes it switches on,
-// as package pass's registry has them (package pass/all gives their order
-// and why), each compiled with d. stop ends the passes' background work
-// (the summaries compaction is writing); call it once the pipeline is no
-// longer used.
-func Compile(cfg config.Config, d Deps) (pipe *pipeline.Pipeline, stop func(), err error) {
-	b, err := compile(cfg, d, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pipeline.New(d.Log, b.Passes()...), func() { closeAll(b.Closers(nil)) }, nil
-}
-
-// compile builds cfg's passes with d; prev is what compile built for the
-// configuration a reload replaces (pass.Compile), or nil.
-func compile(cfg config.Config, d Deps, prev *pass.Built) (*pass.Built, error) {
-	env := pass.Env{Blobs: d.Blobs, Log: d.Log, Now: d.Now, Summarizer: d.Summarizer}
-	if d.Signatures != nil { // not a non-nil interface holding nil
-		env.Signatures = d.Signatures
-	}
-	return pass.Compile(cfg.Passes, env, prev)
-}
-
-// closeAll stops the background work of passes.
-func closeAll(passes []pass.Closer) {
-	for _, p := range passes {
-		p.Close()
-	}
-}
-
 // Config returns the configuration the Guard runs with (the last one
 // Reload took).
-func (g *Guard) Config() config.Config { return g.current().cfg }
+func (g *Guard) Config() config.Config { return g.engine.Config() }
 
 // Stats returns the Guard's counters.
-func (g *Guard) Stats() *Stats { return &g.stats }
+func (g *Guard) Stats() *Stats { return &g.obs.Stats }
 
 // Store returns the Guard's store.
 func (g *Guard) Store() store.Store { return g.store }
 
 // Calibration returns what the Guard learned of its estimator's error per
 // model, from the usage the API reported.
-func (g *Guard) Calibration() *tokens.Calibration { return g.calib }
+func (g *Guard) Calibration() *tokens.Calibration { return g.engine.Calibration() }
 
 // Observe records the usage the API reported for a request whose body
 // ctxguard estimated at estimate tokens. It feeds the calibration, which
-// reports use; rewrite decisions never do (BRIEF principle 3).
+// reports use; rewrite decisions never do (they depend on the session's
+// history alone).
 func (g *Guard) Observe(modelID string, estimate int, u protocol.Usage) {
 	g.ObserveSession("", modelID, estimate, u)
-}
-
-// observeUsage is the calibration's observer: it learns from the usage
-// of every 2xx answer.
-func (g *Guard) observeUsage(x *record.Exchange) {
-	if x.Usage != nil && x.ModelID != "" && x.Status/100 == 2 {
-		g.ObserveSession(x.Session, x.ModelID, x.TokensAfter, *x.Usage)
-	}
 }
 
 // ObserveSession is Observe for a request of the session with the given
@@ -359,581 +187,106 @@ func (g *Guard) observeUsage(x *record.Exchange) {
 // previous request (tokens.Calibration.ObserveSession). The Guard calls
 // it for every recorded exchange; call it for usage it does not see.
 func (g *Guard) ObserveSession(session, modelID string, estimate int, u protocol.Usage) {
-	if g.calib.ObserveSession(session, modelID, estimate, u.PromptTokens()) {
-		if g.stats.Observed.Add(1)%20 == 0 {
-			g.saveCalibration()
-		}
-	}
+	g.obs.Calibration.ObserveSession(session, modelID, estimate, u)
 }
 
-func (g *Guard) saveCalibration() {
-	b, err := g.calib.MarshalJSON()
-	if err == nil {
-		ctx, cancel := storeContext()
-		err = g.store.Put(ctx, calibrationKey, b)
-		cancel()
-	}
-	if err != nil {
-		g.log.Warn("saving the calibration", "err", err)
-	}
-}
+// Flush writes the stats of sessions that changed since the last flush,
+// the calibration and the dashboard's totals of today to the store.
+func (g *Guard) Flush() { g.server.Flush() }
 
 // Close flushes what the Guard learned and releases the store.
 func (g *Guard) Close() error {
-	g.closeSetups()
+	g.engine.Close()
 	g.Flush()
 	return g.store.Close()
-}
-
-// Result is what Rewrite did to one request.
-type Result struct {
-	Body    []byte // the body to send (the input when unchanged)
-	Changed bool
-	Session string
-	Model   model.Info
-	// RequestModel is the model the request names (Model is its registry
-	// entry).
-	RequestModel string
-	// TokensBefore and TokensAfter are estimates of the prompt sent by
-	// the client and by ctxguard; TokensAdded is the part of TokensAfter
-	// added on purpose (record.Exchange.TokensAdded).
-	TokensBefore, TokensAfter, TokensAdded int
-	// WouldSend and WouldAdd are, in a dry run, the estimates of the
-	// prompt the rewrite would have sent and of what it would have added
-	// on purpose (Body is then the client's, and TokensAfter
-	// TokensBefore).
-	WouldSend, WouldAdd int
-	Passes              []pipeline.PassStat
-	// Headers are list-header values to add upstream (name, value), such
-	// as anthropic-beta, for settings the rewrite needs.
-	Headers [][2]string
-	Event   bool // an edit event: history before the newest turn changed
-	// Notes are the passes' decisions (pipeline.Request.Note).
-	Notes []string
-	// Stubs are the items of the body sent that were replaced with a
-	// stub naming a blob.
-	Stubs []record.Stub
-	// Compaction is the store key of the compaction this request carries
-	// for the first time (compact.ReadRecord tells what it cost), or "".
-	Compaction string
-	// Skipped says why the body was not rewritten: "bypass", "invalid
-	// json", "not a messages request", "client compaction" or
-	// record.SkipDryRun; empty when it was.
-	Skipped string
-	// Err is a pass failure; the original body is kept (fail open).
-	Err error
-	ID  string // the failure's ID, also in the log line
-
-	original []byte // the client's body
 }
 
 // RewriteBody rewrites one request body of protocol proto (one of
 // Protocols). h is the request's header (may be nil). It never fails: on
 // any problem the result carries the original body. Its record
 // (Records), with no transport figures, is published before it returns.
-func (g *Guard) RewriteBody(ctx context.Context, proto protocol.Protocol, h http.Header, body []byte) (res Result) {
-	start := time.Now()
-	res = g.rewrite(ctx, g.current(), proto, h, body, nil, false)
-	rec := g.newRecord(proto, h, &res)
-	rec.Start, rec.Rewrite, rec.BytesIn, rec.BytesOut = start, time.Since(start), int64(len(body)), int64(len(res.Body))
-	g.publish(rec)
-	return res
+func (g *Guard) RewriteBody(ctx context.Context, proto protocol.Protocol, h http.Header, body []byte) Result {
+	return g.engine.RewriteBody(ctx, proto, h, body)
 }
 
-// newRecord starts the record of a request from its rewrite's result.
-func (g *Guard) newRecord(proto protocol.Protocol, h http.Header, res *Result) *record.Exchange {
-	x := &record.Exchange{
-		Protocol:     proto.Name(),
-		Client:       record.Client(h.Get("User-Agent")),
-		Session:      res.Session,
-		Model:        res.RequestModel,
-		Family:       model.Family(res.RequestModel),
-		Window:       res.Model.Window,
-		MaxOutput:    res.Model.MaxOutput,
-		Skipped:      res.Skipped,
-		ErrorID:      res.ID,
-		Passes:       res.Passes,
-		Notes:        res.Notes,
-		Event:        res.Event,
-		Compaction:   res.Compaction,
-		Stubs:        res.Stubs,
-		TokensBefore: res.TokensBefore,
-		TokensAfter:  res.TokensAfter,
-		TokensAdded:  res.TokensAdded,
-		WouldSend:    res.WouldSend,
-		WouldAdd:     res.WouldAdd,
-	}
-	if res.Model.ID != "" && res.RequestModel != "" {
-		x.ModelID = res.Model.ID
-	}
-	switch {
-	case res.Err != nil:
-		x.Outcome, x.Error = record.FailedOpen, res.Err.Error()
-	case res.Skipped != "" && res.Skipped != record.SkipDryRun:
-		x.Outcome = record.Bypassed
-	case res.Changed:
-		x.Outcome = record.Rewritten
-	default:
-		x.Outcome = record.Unchanged
-	}
-	if cfg := g.current().cfg; cfg.Dashboard.ShowBodies || cfg.Log.DumpBodies {
-		x.Bodies = &record.Bodies{Before: bytes.Clone(res.original), After: bytes.Clone(res.Body)}
-	}
-	g.calibrate(x)
-	return x
-}
-
-// calibrate sets a record's calibrated token figures from its estimates,
-// through the calibration learned so far; publish replaces them with the
-// API's count when the answer reports usage.
-func (g *Guard) calibrate(x *record.Exchange) {
-	x.CalibratedBefore, x.CalibratedAfter = x.TokensBefore, x.TokensAfter
-	if x.ModelID != "" {
-		x.CalibratedBefore = g.calib.Adjust(x.ModelID, x.TokensBefore)
-		x.CalibratedAfter = g.calib.Adjust(x.ModelID, x.TokensAfter)
-	}
-}
-
-// publish completes a record with the API's count of the prompt, when
-// the answer reported usage, and hands it to the observers.
-func (g *Guard) publish(x *record.Exchange) {
-	if x.Usage != nil && x.Status/100 == 2 && x.TokensAfter > 0 {
-		// The API counted the prompt it got; the one the client sent is
-		// scaled by the same ratio.
-		x.CalibratedAfter = x.Usage.PromptTokens()
-		x.CalibratedBefore = int(int64(x.TokensBefore) * int64(x.CalibratedAfter) / int64(x.TokensAfter))
-	}
-	g.bus.Publish(x)
-}
-
-// rewrite rewrites one body under setup s; urgent marks the retry of a
-// request the upstream found too long (pipeline.Env.Urgent). A rewritten
-// body goes into memory out supplies (see pipeline.Request.Out), nil:
-// fresh memory. body stays the caller's: nothing rewrite keeps (the
-// session's memo) refers to it once it returns.
-func (g *Guard) rewrite(ctx context.Context, s *setup, proto protocol.Protocol, h http.Header, body []byte, out func(n int) []byte, urgent bool) (res Result) {
-	res = Result{Body: body, original: body}
-	if h.Get(BypassHeader) == "1" {
-		res.Skipped, res.Session = "bypass", session.Key(proto.Name(), h, nil)
-		return res
-	}
-	mem := g.recent.acquire(s.memoKey(memoKey(proto, h, body)), body)
-	defer mem.release()
-	var prev *conversation.Conversation // the session's previous request, without its body (valid until keep)
-	var prevPrint *fingerprint
-	prevModel := ""
-	if mem != nil && mem.conv != nil {
-		prev, prevPrint, prevModel = mem.conv, &mem.fingerprint, mem.model
-	}
-	c, stable, err := mem.parse(proto, body)
-	if err != nil {
-		res.Skipped = "invalid json"
-		if errors.Is(err, protocol.ErrShape) {
-			res.Skipped = "not a messages request"
-		}
-		res.Session = session.Key(proto.Name(), h, nil)
-		g.log.Debug("not rewritten", "session", res.Session, "reason", err)
-		return res
-	}
-	defer func() {
-		switch {
-		case mem != nil && res.Err == nil:
-			mem.keep(c, body) // the next request of the session starts from it
-		case mem != nil:
-			c.Release()
-			mem.forget() // what passes kept may belong to this failed request
-		default:
-			c.Release()
-		}
-	}()
-	res.Session = session.Key(proto.Name(), h, c)
-	feat := proto.Features(h, c)
-	if feat.ClientCompaction {
-		// The client summarizes its own history: that request goes as it
-		// came. The history it starts afterwards is short, and every
-		// decision about it is made afresh from its own messages. Its
-		// record still tells its model and size.
-		res.Skipped = "client compaction"
-		res.RequestModel = c.Model
-		res.Model = s.models.LookupRequest(c.Model, feat.Betas...)
-		res.TokensBefore, _ = promptTokens(c, 0, nil, nil)
-		res.TokensAfter = res.TokensBefore
-		return res
-	}
-	if prevModel != "" && extendsPrev(prev, prevPrint, c, stable) {
-		g.recordSignatures(c, len(prev.Messages), prevModel)
-	}
-	if mem != nil {
-		mem.model = c.Model
-	}
-	res.RequestModel = c.Model
-	res.Model = s.models.LookupRequest(c.Model, feat.Betas...)
-	if w := g.limits.window(ctx, g, res.Model.ID); w > 0 && w < res.Model.Window {
-		res.Model.Window = w // what an overflow taught (recover.go)
-	}
-	env := &pipeline.Env{Window: res.Model.Window, MaxOutput: res.Model.MaxOutput, Binding: res.Model.Binding, Protocol: proto.Name(), Header: h, Urgent: urgent}
-	env.CacheWrite, env.CacheRead = res.Model.CachePrices()
-	req := &pipeline.Request{
-		Ctx: ctx, Conv: c, Session: res.Session, Out: out, Stable: stable, Memo: mem.passes(),
-		Env: env,
-	}
-	run := s.pipe.Run(req)
-	res.Passes = run.Passes
-	if mem != nil {
-		res.TokensBefore, mem.msgTokens = promptTokens(c, stable, mem.msgTokens, mem.msgTokens)
-	} else {
-		res.TokensBefore, _ = promptTokens(c, 0, nil, nil)
-	}
-	res.Notes = run.Notes
-	if run.Err != nil {
-		res.ID = protocol.NewErrorID()
-		res.Err = run.Err
-		res.TokensAfter = res.TokensBefore
-		g.log.Error("rewrite failed; forwarding the original body", "id", res.ID, "session", res.Session, "pass", run.FailedIn, "err", run.Err)
-		return res
-	}
-	for _, n := range run.Notes {
-		if n == "edit-event" {
-			res.Event = true
-		}
-		if k, ok := strings.CutPrefix(n, compact.NotePrefix); ok {
-			res.Compaction = k
-		}
-	}
-	res.TokensAfter = res.TokensBefore
-	if run.Changed {
-		// What is sent is usually much smaller than what came in (and
-		// cheaper to estimate than the spans the edits replaced).
-		res.TokensAfter = tokens.Estimate(run.Body)
-		res.TokensAdded = addedTokens(c, &run, res.TokensBefore, res.TokensAfter)
-	}
-	if s.cfg.DryRun {
-		// The client's body goes; the record and the headers tell what
-		// would have gone instead.
-		res.Skipped = record.SkipDryRun
-		res.Notes = append(res.Notes, "dry-run: would send "+strconv.Itoa(res.TokensAfter)+" tokens")
-		res.WouldSend, res.WouldAdd = res.TokensAfter, res.TokensAdded
-		res.TokensAfter, res.TokensAdded = res.TokensBefore, 0
-		return res
-	}
-	res.Body, res.Changed, res.Headers = run.Body, run.Changed, run.Headers
-	res.Stubs = stubs(run.Stubs)
-	// The body goes out: the blobs it refers to were used now. If one
-	// is gone, what the Guard memoized of sessions may skip storing it
-	// again; forget that, so the next request stores it.
-	if s.blobs.Use(ctx, run.Blobs) > 0 {
-		g.log.Warn("blobs a request refers to were missing from the store; the next request stores them again", "session", res.Session)
-		g.recent.dropAll()
-	}
-	return res
-}
-
-// addedTokens estimates the tokens the settings of run (the pipeline's
-// result for c) added to the prompt on purpose, the prompt estimated at
-// before tokens as it came and after as it goes. When the settings are
-// run's only edits, all the prompt grew by is theirs (so the estimates'
-// rounding shows as neither a saving nor a loss); else each setting is
-// estimated alone.
-func addedTokens(c *conversation.Conversation, run *pipeline.Result, before, after int) int {
-	if len(run.Settings) == 0 {
-		return 0
-	}
-	edits := 0
-	for _, p := range run.Passes {
-		edits += p.Edits
-	}
-	if edits == len(run.Settings) {
-		return after - before
-	}
-	n := 0
-	for _, e := range run.Settings {
-		n += tokens.Estimate(e.Repl) - tokens.Estimate(c.Bytes(e.Span))
-	}
-	return n
-}
-
-// stubs turns the edits that name blobs into the record's stubs (at most
-// record.MaxStubs): one per blob, the edit's sizes and head on its first.
-// The heads are copied into one allocation: they are decoded only when
-// someone looks (record.Stub.Text).
-func stubs(edits []splice.Edit) []record.Stub {
-	if len(edits) == 0 {
-		return nil
-	}
-	size := 0
-	for _, e := range edits {
-		size += min(len(e.Repl), record.StubHeadMax)
-	}
-	heads := make([]byte, 0, size)
-	out := make([]record.Stub, 0, min(len(edits), record.MaxStubs))
-	for _, e := range edits {
-		first := true
-		for id := range strings.FieldsSeq(e.Blob) {
-			if len(out) == record.MaxStubs {
-				return out
-			}
-			st := record.Stub{Blob: id}
-			if first {
-				at := len(heads)
-				heads = append(heads, e.Repl[:min(len(e.Repl), record.StubHeadMax)]...)
-				st.Bytes, st.Sent, st.Head = e.Span.Len(), len(e.Repl), heads[at:len(heads):len(heads)]
-				first = false
-			}
-			out = append(out, st)
-		}
-	}
-	return out
-}
-
-// extendsPrev reports whether c continues prev, the previous request of
-// its session (a parse without its body, whose body's fingerprint is p): c has
-// more messages, starts with prev's system prompt, holds every message of
-// prev but its last byte for byte, and the last (which the client may
-// re-encode, a string as a list of blocks, a cache marker moved) with the
-// same role and text. stable is what the incremental parse found: when it
-// covers those messages, the bytes were verified already; when the model
-// or another early member changed length, the offsets moved and the
-// messages are compared by their hashes. A message's bytes after its first
-// are hashed (fingerprint): for a JSON value they determine the first too (an
-// object ends with '}', an array with ']', a string with '"').
-func extendsPrev(prev *conversation.Conversation, p *fingerprint, c *conversation.Conversation, stable int) bool {
-	n := len(prev.Messages)
-	if n == 0 || len(c.Messages) <= n || len(p.sums) != 2*n {
-		return false
-	}
-	if stable > 0 && stable >= n-1 {
-		return true
-	}
-	if maphash.Bytes(memoSeed, c.Bytes(c.System)) != p.sys {
-		return false
-	}
-	for i := 0; i < n-1; i++ {
-		ps, cs := prev.Messages[i].Span, c.Messages[i].Span
-		if ps.Len() != cs.Len() || maphash.Bytes(memoSeed, c.Body[cs.Start+1:cs.End]) != p.sums[2*i+1] {
-			return false
-		}
-	}
-	return prev.Messages[n-1].Role == c.Messages[n-1].Role && textSum(c, n-1) == p.last
-}
-
-// recordSignatures attributes the signed blocks (thinking.Signed: thinking
-// blocks, Responses reasoning items) of the assistant messages c holds
-// from message from on (those the answer to the session's previous
-// request added) to the family of that request's model, for the
-// thinking guard.
-func (g *Guard) recordSignatures(c *conversation.Conversation, from int, prevModel string) {
-	fam := model.Family(prevModel)
-	for mi := from; mi < len(c.Messages); mi++ {
-		m := &c.Messages[mi]
-		if m.Role != conversation.RoleAssistant {
-			continue
-		}
-		for bi := range m.Blocks {
-			if b := &m.Blocks[bi]; thinking.Signed(b) {
-				g.sigs.Record(fam, c.Bytes(b.Signature))
-			}
-		}
-	}
-}
-
-// Rewrite implements proxy.Rewriter.
+// Rewrite implements proxy.Rewriter (engine.Engine.Rewrite).
 func (g *Guard) Rewrite(ctx context.Context, req *http.Request, proto protocol.Protocol, body []byte) proxy.Outcome {
-	// A rewritten body goes into pooled memory of its own size, which
-	// the proxy hands back (Outcome.Release) once the upstream has it.
-	// body is the proxy's (it pools it too); nothing here keeps it past
-	// the exchange.
-	s := g.current()
-	res := g.rewrite(ctx, s, proto, req.Header, body, outBufs.get, false)
-	rec := g.newRecord(proto, req.Header, &res)
-	hdr := http.Header{}
-	g.describe(hdr, &res, rec)
-	if res.Skipped != "" {
-		hdr.Set("X-Ctxguard-Skipped", res.Skipped)
-	}
-	if res.Err != nil {
-		hdr.Set("X-Ctxguard-Error-Id", res.ID)
-	}
-	out := proxy.Outcome{Body: res.Body, AddHeader: res.Headers, RespHeader: hdr, Record: rec}
-	if res.Changed {
-		// The rewritten body is pooled memory: it goes back to the pool
-		// when the proxy is done with it.
-		out.Release = func() { outBufs.put(res.Body) }
-	}
-	if s.compacts && (res.Skipped == "" || res.Skipped == record.SkipDryRun) && res.Err == nil {
-		out.Recover = g.recoverer(s, proto, req.Header.Clone(), body, res, rec, hdr)
-	}
-	return out
-}
-
-// describe sets the response headers that describe the body sent
-// upstream, from its rewrite res and its record rec: the token estimates
-// (in a dry run, of what would have been sent), the API's tokens through
-// the calibration, the passes that changed it and whether it was an edit
-// event.
-func (g *Guard) describe(hdr http.Header, res *Result, rec *record.Exchange) {
-	hdr.Set("X-Ctxguard-Tokens-Before", strconv.Itoa(rec.TokensBefore))
-	hdr.Set("X-Ctxguard-Tokens-After", strconv.Itoa(rec.TokensAfter))
-	if rec.DryRun() {
-		// What would have been sent: the body went as it came.
-		hdr.Set("X-Ctxguard-Dry-Run", "1")
-		if res.WouldSend > 0 {
-			hdr.Set("X-Ctxguard-Tokens-After", strconv.Itoa(res.WouldSend))
-		}
-	}
-	if applied := rec.Applied(); res.Changed || (rec.DryRun() && len(applied) > 0) {
-		hdr.Set("X-Ctxguard-Passes", strings.Join(applied, ","))
-	}
-	event := "0"
-	if rec.Event {
-		event = "1"
-	}
-	hdr.Set("X-Ctxguard-Edit-Event", event)
-	switch {
-	case res.Skipped == "":
-		hdr.Set("X-Ctxguard-Tokens-Calibrated", strconv.Itoa(rec.CalibratedAfter))
-	case rec.DryRun() && res.WouldSend > 0:
-		would := res.WouldSend
-		if rec.ModelID != "" {
-			would = g.calib.Adjust(rec.ModelID, would)
-		}
-		hdr.Set("X-Ctxguard-Tokens-Calibrated", strconv.Itoa(would))
-	}
+	return g.engine.Rewrite(ctx, req, proto, body)
 }
 
 // Handler returns the reverse proxy: every request goes to the upstream
 // of its protocol's family (or of its named route), rewritable requests
-// through the pipeline, and /ctxguard/ paths are served locally (blob
-// retrieval). It takes the configuration in force: after a Reload that
-// reports Reloaded.Handler, build a new one.
-func (g *Guard) Handler() (*proxy.Proxy, error) {
-	cfg := g.current().cfg
-	ups := map[string]*url.URL{}
-	for fam, raw := range map[string]string{"anthropic": cfg.Upstreams.Anthropic, "openai": cfg.Upstreams.OpenAI} {
-		u, err := url.Parse(raw)
-		if err != nil {
-			return nil, fmt.Errorf("upstreams.%s: %w", fam, err)
-		}
-		ups[fam] = u
-	}
-	var routes []proxy.Route
-	for name, raw := range cfg.Routes {
-		u, err := url.Parse(raw)
-		if err != nil {
-			return nil, fmt.Errorf("routes.%s: %w", name, err)
-		}
-		routes = append(routes, proxy.Route{Prefix: config.RoutePrefix(name), Upstream: u})
-	}
-	return proxy.New(proxy.Options{
-		Upstream:    ups["anthropic"],
-		Upstreams:   ups,
-		Routes:      routes,
-		Protocols:   g.protocols,
-		MaxBody:     cfg.MaxBody,
-		MaxBuffered: cfg.Limits.MaxBuffered,
-		AuthToken:   cfg.AuthToken,
-		LocalAuth:   g.localAuth,
-		SignIn:      signInPath,
-		Timeouts:    proxyTimeouts(cfg.Timeouts),
-		Logger:      g.log,
-		Rewriter:    g,
-		Extra:       g.Local(),
-		Record:      g.publish,
-		DumpBodies:  cfg.Log.DumpBodies,
-	})
+// through the pipeline, and /ctxguard/ paths are served locally (Local).
+// It takes the configuration in force: after a Reload that reports
+// Reloaded.Handler, build a new one.
+func (g *Guard) Handler() (*proxy.Proxy, error) { return g.server.Handler() }
+
+// Local returns the handler of ctxguard's own endpoints (blobs, stats,
+// sessions, probes, sign-in, metrics and the dashboard as configured),
+// which the proxy serves instead of forwarding (serve.Server.Local tells
+// each and who may reach them). The dashboard and the metrics subscribe
+// to the records when Local is first called; a Guard used only in
+// process pays for neither.
+func (g *Guard) Local() http.Handler { return g.server.Local() }
+
+// Middleware rewrites the requests an HTTP client makes in process,
+// without the proxy, with overflow recovery like the proxy's
+// (serve.Server.Middleware). Its signature matches the option.Middleware
+// of the official Go SDKs (anthropic-sdk-go and openai-go), so it plugs
+// in with one line:
+//
+//	client := anthropic.NewClient(option.WithMiddleware(
+//		func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+//			return guard.Middleware(r, next)
+//		}))
+func (g *Guard) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	return g.server.Middleware(req, next)
 }
 
-// proxyTimeouts maps the configuration's timeouts (0 disables one) to the
-// proxy's (0 takes the default, negative disables). The others
-// (request_header, keep_alive, drain) bound the http.Server, which
-// the caller configures.
-func proxyTimeouts(t config.Timeouts) proxy.Timeouts {
-	return proxy.Timeouts{
-		BodyRead:       off(t.BodyRead),
-		BodyMinRate:    off(t.BodyMinRate),
-		Dial:           off(t.Dial),
-		UpstreamWrite:  off(t.UpstreamWrite),
-		ResponseHeader: off(t.ResponseHeader),
-		Idle:           off(t.Idle),
-		ClientWrite:    off(t.ClientWrite),
-	}
+// Transport returns an http.RoundTripper that rewrites requests as
+// Middleware does and sends everything through base
+// (http.DefaultTransport when nil), for any Go HTTP client.
+func (g *Guard) Transport(base http.RoundTripper) http.RoundTripper { return g.server.Transport(base) }
+
+// Maintain runs the Guard's housekeeping until ctx ends: it drops session
+// memories idle for limits.session_idle, hands freed memory back to the
+// operating system once idle, and every hour flushes statistics and the
+// calibration to the store and sweeps expired blobs and records
+// (serve.Server.Maintain). "serve" runs it; so should a program that uses
+// the Guard in process for hours.
+func (g *Guard) Maintain(ctx context.Context) { g.server.Maintain(ctx) }
+
+// Reloaded says what a Reload did.
+type Reloaded struct {
+	// Changed are the top-level keys whose values changed
+	// (config.Changed), now in force. Empty: cfg was the configuration
+	// already in force.
+	Changed []string
+	// Kept are the restart-only settings (config.RestartOnly) that cfg
+	// changes and the Guard kept at their running values: they take
+	// effect at the next start.
+	Kept []string
+	// Handler reports that the change concerns the proxy (upstreams,
+	// routes, max_body, limits.max_buffered, auth_token, the proxy's
+	// timeouts, log.dump_bodies): a Handler built before keeps the old
+	// values; build a new one.
+	Handler bool
 }
 
-// off maps a configuration's 0 (disabled) to the proxy's -1.
-func off[T ~int64](v T) T {
-	if v == 0 {
-		return -1
+// Reload makes cfg the Guard's configuration for the requests that start
+// after it returns; those in flight end with the one they started with.
+// cfg is checked like New's, its restart-only settings are kept at their
+// running values, and an invalid cfg is an error that changes nothing
+// (engine.Engine.Reload). What the Guard learned and counts is kept: the
+// store, the calibration, the learned limits, the statistics, the
+// records' observers (dashboard, metrics), the thinking guard's
+// signatures; the sessions' memories are dropped when the configuration
+// changed, so the next request of each session is rewritten to the bytes
+// a restart with cfg would give.
+func (g *Guard) Reload(cfg config.Config) (Reloaded, error) {
+	r, err := g.engine.Reload(cfg)
+	if err != nil {
+		return Reloaded{}, err
 	}
-	return v
-}
-
-// Maintain runs the Guard's housekeeping until ctx ends: every tick (a
-// minute, or half of limits.session_idle when that is shorter, at least a
-// second) it drops session memories idle for limits.session_idle and,
-// once no request came for a whole tick, hands freed memory back to the
-// operating system; every hour it flushes statistics and the calibration
-// to the store and sweeps expired blobs and records. "serve" runs it; so
-// should a program that uses the Guard in process for hours.
-func (g *Guard) Maintain(ctx context.Context) {
-	t := time.NewTicker(tickEvery(g.cfg.Limits.SessionIdle))
-	defer t.Stop()
-	var j janitor
-	for {
-		j.tick(g, g.now())
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// janitor is Maintain's state between ticks.
-type janitor struct {
-	lastStore time.Time // the last store sweep
-	requests  int64     // the request count at the last tick
-	released  bool      // memory was handed back since the last request
-	free      func()    // hands memory back; nil means debug.FreeOSMemory, twice
-}
-
-// tickEvery is Maintain's tick for a session_idle of idle.
-func tickEvery(idle time.Duration) time.Duration {
-	return min(time.Minute, max(idle/2, time.Second))
-}
-
-// storeSweepEvery is how often Maintain sweeps the store.
-const storeSweepEvery = time.Hour
-
-// tick does one round of housekeeping at time now.
-func (j *janitor) tick(g *Guard, now time.Time) {
-	freed := g.recent.sweep()
-	if j.lastStore.IsZero() || now.Sub(j.lastStore) >= storeSweepEvery {
-		j.lastStore = now
-		g.Flush()
-		ctx, cancel := storeContext()
-		n, err := g.store.Sweep(ctx, now)
-		cancel()
-		if err != nil {
-			g.log.Warn("store sweep", "err", err)
-		} else if n > 0 {
-			g.log.Info("store sweep", "removed", n)
-		}
-	}
-	reqs := g.stats.Requests.Load()
-	if reqs != j.requests {
-		j.requests, j.released = reqs, false
-		return
-	}
-	if !j.released || freed > 0 {
-		// Idle for a whole tick: what pools and freed memories hold
-		// goes back now rather than whenever the next collection runs.
-		if j.free != nil {
-			j.free()
-		} else {
-			// Twice, because sync.Pool keeps a victim generation.
-			debug.FreeOSMemory()
-			debug.FreeOSMemory()
-		}
-		j.released = true
-		g.log.Debug("idle: memory handed back", "memo_bytes_freed", freed)
-	}
+	return Reloaded{Changed: r.Changed, Kept: r.Kept, Handler: len(r.Changed) > 0 && serve.HandlerChanged(r.From, r.To)}, nil
 }

@@ -23,28 +23,10 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/guardtest"
 	"github.com/ctxguard/ctxguard/record"
-	"github.com/ctxguard/ctxguard/splice"
 	"github.com/ctxguard/ctxguard/store"
 )
-
-// recorder keeps every published record.
-type recorder struct {
-	mu   sync.Mutex
-	recs []*record.Exchange
-}
-
-func (r *recorder) Observe(x *record.Exchange) {
-	r.mu.Lock()
-	r.recs = append(r.recs, x)
-	r.mu.Unlock()
-}
-
-func (r *recorder) all() []*record.Exchange {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*record.Exchange(nil), r.recs...)
-}
 
 // syncBuffer is a bytes.Buffer safe for a logger and a reader.
 type syncBuffer struct {
@@ -73,7 +55,7 @@ func TestRecords(t *testing.T) {
 	cfg.MaxBody = 8 << 20
 	var logs syncBuffer
 	g := newGuard(t, cfg, WithLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
-	var rec recorder
+	var rec guardtest.Recorder
 	g.Records().Subscribe(&rec)
 	h, err := g.Handler()
 	if err != nil {
@@ -125,7 +107,7 @@ func TestRecords(t *testing.T) {
 	// Records are published once the client has the whole answer.
 	var recs []*record.Exchange
 	for i := 0; i < 500; i++ {
-		if recs = rec.all(); len(recs) >= len(client) {
+		if recs = rec.All(); len(recs) >= len(client) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -316,10 +298,10 @@ func TestMiddlewareRecords(t *testing.T) {
 	up := anthropictest.NewServer(anthropictest.Options{})
 	t.Cleanup(up.Close)
 	g := newGuard(t, config.Defaults())
-	var rec recorder
+	var rec guardtest.Recorder
 	g.Records().Subscribe(&rec)
 	client := &http.Client{Transport: g.Transport(nil)}
-	b := bigResult()
+	b := guardtest.BigResult()
 	for _, stream := range []bool{false, true} {
 		body := b
 		if stream {
@@ -332,12 +314,12 @@ func TestMiddlewareRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(rec.all()); n != 0 && !stream || n != 1 && stream {
+		if n := len(rec.All()); n != 0 && !stream || n != 1 && stream {
 			t.Fatalf("stream %v: %d records before the body was read", stream, n)
 		}
 		got, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		recs := rec.all()
+		recs := rec.All()
 		x := recs[len(recs)-1]
 		if len(recs) != map[bool]int{false: 1, true: 2}[stream] || x.Status != 200 || x.Usage == nil || x.Usage.Output == 0 ||
 			x.Outcome != record.Rewritten || x.BytesResp != int64(len(got)) || x.BytesIn != int64(len(body)) || x.BytesOut >= x.BytesIn {
@@ -406,29 +388,5 @@ func TestProbes(t *testing.T) {
 				t.Errorf("the upstream got %d requests", n)
 			}
 		})
-	}
-}
-
-// TestStubs: a record's stubs copy the heads of the edits' replacements
-// (the body's memory goes back to a pool), one stub per blob, in a fixed
-// number of allocations whatever the number of stubs; the text is
-// decoded only when asked for.
-func TestStubs(t *testing.T) {
-	repl := []byte(`"[ctxguard cleared 12,000 bytes: blob aaaaaaaaaaaaa]"`)
-	long := []byte(`"` + strings.Repeat("x", 5000) + `"`)
-	out := stubs([]splice.Edit{{Span: splice.Span{Start: 10, End: 12010}, Repl: repl, Blob: "aaaaaaaaaaaaa bbbbbbbbbbbbb"}, {Span: splice.Span{Start: 20000, End: 30000}, Repl: long, Blob: "ccccccccccccc"}})
-	for i := range repl {
-		repl[i] = 'x'
-	}
-	if len(out) != 3 || out[0].Text() != "[ctxguard cleared 12,000 bytes: blob aaaaaaaaaaaaa]" || out[0].Bytes != 12000 || out[0].Sent != len(repl) ||
-		out[1].Blob != "bbbbbbbbbbbbb" || out[1].Head != nil || len(out[2].Head) != record.StubHeadMax || len(out[2].Text()) != record.StubTextMax {
-		t.Fatalf("stubs: %+v", out)
-	}
-	many := make([]splice.Edit, 300)
-	for i := range many {
-		many[i] = splice.Edit{Span: splice.Span{Start: i * 100, End: i*100 + 90}, Repl: repl, Blob: "aaaaaaaaaaaaa"}
-	}
-	if n := testing.AllocsPerRun(20, func() { stubs(many) }); n > 2 {
-		t.Errorf("stubs of 300 edits: %v allocations, want 2", n)
 	}
 }

@@ -96,7 +96,7 @@ func TestSharedStoreStart(t *testing.T) {
 	}
 	srv.Pause(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	err = g.ready(ctx)
+	err = g.server.Ready(ctx)
 	cancel()
 	if err == nil || !strings.Contains(err.Error(), "store does not answer") {
 		t.Errorf("ready with the server paused: %v, want the store's outage", err)
@@ -104,7 +104,7 @@ func TestSharedStoreStart(t *testing.T) {
 	srv.Resume(t)
 	for range 20 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err = g.ready(ctx)
+		err = g.server.Ready(ctx)
 		cancel()
 		if err == nil {
 			break

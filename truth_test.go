@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/guardtest"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/protocol"
@@ -34,7 +35,7 @@ func bindingBody(tail string) []byte {
 // the rules took nothing from saves exactly 0; one they shortened saves
 // what they took out, the setting apart.
 func TestTokensAdded(t *testing.T) {
-	var rec recorder
+	var rec guardtest.Recorder
 	g := newGuard(t, config.Defaults())
 	g.Records().Subscribe(&rec)
 
@@ -43,7 +44,7 @@ func TestTokensAdded(t *testing.T) {
 	if !res.Changed || !bytes.Contains(res.Body, []byte(`"prefix_mismatch_behavior":"drop_block"`)) {
 		t.Fatalf("the binding setting was not added: changed %v\n%s", res.Changed, res.Body)
 	}
-	x := rec.all()[0]
+	x := rec.All()[0]
 	if x.TokensAdded <= 0 || x.TokensAfter != x.TokensBefore+x.TokensAdded || x.Saved() != 0 {
 		t.Errorf("short request: %d→%d tokens, %d added, saved %d; want the growth all added on purpose and 0 saved",
 			x.TokensBefore, x.TokensAfter, x.TokensAdded, x.Saved())
@@ -55,10 +56,10 @@ func TestTokensAdded(t *testing.T) {
 	}
 
 	// A long tool result compression shortens, on the same model.
-	big := bigResult()
+	big := guardtest.BigResult()
 	big = bytes.Replace(big, []byte(`"model":"claude-sonnet-4-5"`), []byte(`"model":"claude-opus-5-5","thinking":{"type":"adaptive"}`), 1)
 	g.RewriteBody(context.Background(), anthropic.Protocol, nil, big)
-	x = rec.all()[1]
+	x = rec.All()[1]
 	if x.TokensAdded <= 0 || x.TokensAdded > 40 || x.Saved() != x.TokensBefore-x.TokensAfter+x.TokensAdded || x.Saved() <= x.TokensBefore-x.TokensAfter {
 		t.Errorf("long request: %d→%d tokens, %d added, saved %d", x.TokensBefore, x.TokensAfter, x.TokensAdded, x.Saved())
 	}
@@ -74,9 +75,9 @@ func TestDryRunHeaders(t *testing.T) {
 		cfg := config.Defaults()
 		cfg.DryRun = dry
 		g, srv, up := serveGuard(t, cfg)
-		var rec recorder
+		var rec guardtest.Recorder
 		g.Records().Subscribe(&rec)
-		req, _ := http.NewRequest("POST", srv.URL+"/v1/messages", bytes.NewReader(bigResult()))
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/messages", bytes.NewReader(guardtest.BigResult()))
 		req.Header.Set("Content-Type", "application/json")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -103,7 +104,7 @@ func TestDryRunHeaders(t *testing.T) {
 	if dry.Get("X-Ctxguard-Passes") != live.Get("X-Ctxguard-Passes") || dry.Get("X-Ctxguard-Skipped") != "dry run" {
 		t.Errorf("dry run passes %q skipped %q; live passes %q", dry.Get("X-Ctxguard-Passes"), dry.Get("X-Ctxguard-Skipped"), live.Get("X-Ctxguard-Passes"))
 	}
-	if !bytes.Equal(dryBody, bigResult()) || bytes.Equal(liveBody, bigResult()) {
+	if !bytes.Equal(dryBody, guardtest.BigResult()) || bytes.Equal(liveBody, guardtest.BigResult()) {
 		t.Errorf("the dry run must send the client's body, the live request a rewritten one")
 	}
 	would, _ := strconv.Atoi(after)
@@ -115,15 +116,15 @@ func TestDryRunHeaders(t *testing.T) {
 
 // waitRecords waits for n records (published once the client has the
 // whole answer).
-func waitRecords(t *testing.T, r *recorder, n int) []*record.Exchange {
+func waitRecords(t *testing.T, r *guardtest.Recorder, n int) []*record.Exchange {
 	t.Helper()
 	for range 500 {
-		if recs := r.all(); len(recs) >= n {
+		if recs := r.All(); len(recs) >= n {
 			return recs
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("%d records, want %d", len(r.all()), n)
+	t.Fatalf("%d records, want %d", len(r.All()), n)
 	return nil
 }
 
@@ -159,13 +160,13 @@ func TestSessionPerProtocol(t *testing.T) {
 // and its record still tells the prompt's size and model (the dashboard
 // draws it in its session).
 func TestClientCompactionRecord(t *testing.T) {
-	var rec recorder
+	var rec guardtest.Recorder
 	g := newGuard(t, config.Defaults())
 	g.Records().Subscribe(&rec)
 	body := []byte(`{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"fix it"},{"role":"assistant","content":"done"},` +
 		`{"role":"user","content":"Your task is to create a detailed summary of the conversation so far."}]}`)
 	res := g.RewriteBody(context.Background(), anthropic.Protocol, nil, body)
-	x := rec.all()[0]
+	x := rec.All()[0]
 	if res.Skipped != "client compaction" || !bytes.Equal(res.Body, body) || x.TokensBefore <= 0 || x.TokensAfter != x.TokensBefore || x.Model != "claude-sonnet-4-5" || x.Window == 0 {
 		t.Errorf("client compaction: skipped %q, %d→%d tokens, model %q window %d", res.Skipped, x.TokensBefore, x.TokensAfter, x.Model, x.Window)
 	}
@@ -198,7 +199,7 @@ func TestDashboardTodayRestart(t *testing.T) {
 	}
 	g.Local() // the dashboard observes from now on
 	for range 3 {
-		g.RewriteBody(context.Background(), anthropic.Protocol, nil, bigResult())
+		g.RewriteBody(context.Background(), anthropic.Protocol, nil, guardtest.BigResult())
 	}
 	before := overview(g)
 	if before.Today.Requests != 3 || before.Today.Saved <= 0 {
@@ -225,10 +226,10 @@ func TestLogAddedAndWould(t *testing.T) {
 		cfg := config.Defaults()
 		cfg.DryRun = dry
 		g := newGuard(t, cfg, WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))
-		var rec recorder
+		var rec guardtest.Recorder
 		g.Records().Subscribe(&rec)
 		g.RewriteBody(context.Background(), anthropic.Protocol, nil, bindingBody(""))
-		x := rec.all()[0]
+		x := rec.All()[0]
 		var line struct {
 			Added int `json:"tokens_added"`
 			Would int `json:"would_send"`

@@ -1,6 +1,7 @@
 // Package model knows the limits of the models ctxguard serves: context
 // window, maximum output, and whether the model binds returned thinking
-// blocks to the exact prefix that produced them (BRIEF principle 4). Every
+// blocks to the exact prefix that produced them (so that an edit before a
+// thinking block invalidates it). Every
 // threshold elsewhere is derived from these figures, either directly (the
 // dynamic defaults below) or through an Amount ("100k" or "40%").
 //

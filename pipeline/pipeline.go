@@ -98,7 +98,8 @@ type Request struct {
 
 // HistorySizer reports the sizes of a session's earlier requests. Request
 // k of a session is the one that held the first k messages of the current
-// request (BRIEF, how savings are measured).
+// request: what the client would have sent at that turn, against which
+// savings are measured.
 type HistorySizer interface {
 	// Size returns the estimated tokens of messages [from, at) as they
 	// were sent in the request that held the first at messages (0 <=

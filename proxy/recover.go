@@ -79,7 +79,7 @@ func (p *Proxy) recoverOverflow(ctx context.Context, r *http.Request, out *http.
 	if res2.StatusCode/100 != 2 {
 		x.recovery = "the compacted retry got status " + strconv.Itoa(res2.StatusCode)
 		if o2, ok := p.peekOverflow(res2, or, cancel); ok {
-			x.recovery = "the compacted retry was too long too" + overflowFigures(o2)
+			x.recovery = "the compacted retry was too long too" + OverflowFigures(o2)
 		}
 		return res2
 	}
@@ -93,25 +93,38 @@ func (p *Proxy) recoverOverflow(ctx context.Context, r *http.Request, out *http.
 	return res2
 }
 
-// peekOverflow reads an error answer's body (at most maxErrorBody, within
-// Timeouts.Idle) and reports whether the protocol reads it as a context
-// overflow. The body read is put back: res relays exactly what the
-// upstream sent. An answer in a content coding is not read.
+// peekOverflow is PeekOverflow with the read bounded by Timeouts.Idle.
 func (p *Proxy) peekOverflow(res *http.Response, or protocol.OverflowReader, cancel context.CancelCauseFunc) (protocol.Overflow, bool) {
-	if res.StatusCode != http.StatusBadRequest && res.StatusCode != http.StatusRequestEntityTooLarge {
+	if !overflowStatus(res) {
 		return protocol.Overflow{}, false
 	}
-	if c := strings.TrimSpace(res.Header.Get("Content-Encoding")); c != "" && !strings.EqualFold(c, "identity") {
-		return protocol.Overflow{}, false
-	}
-	var stop func() bool
 	if p.t.Idle > 0 {
-		stop = time.AfterFunc(p.t.Idle, func() { cancel(errIdle) }).Stop
+		defer time.AfterFunc(p.t.Idle, func() { cancel(errIdle) }).Stop()
+	}
+	return PeekOverflow(res, or)
+}
+
+// overflowStatus reports whether res may be a context overflow: its
+// status is one an overflow has, and its body is not in a content coding.
+func overflowStatus(res *http.Response) bool {
+	if res.StatusCode != http.StatusBadRequest && res.StatusCode != http.StatusRequestEntityTooLarge {
+		return false
+	}
+	c := strings.TrimSpace(res.Header.Get("Content-Encoding"))
+	return c == "" || strings.EqualFold(c, "identity")
+}
+
+// PeekOverflow reads an error answer's body (at most 64 KiB) and reports
+// whether or reads it as a context overflow (the cue for
+// Outcome.Recover). The body read is put back: res relays exactly what
+// the upstream sent. An answer with a status no overflow has, or in a
+// content coding, is not read. The read is bounded by what bounds
+// res.Body; a caller that wants a deadline closes it.
+func PeekOverflow(res *http.Response, or protocol.OverflowReader) (protocol.Overflow, bool) {
+	if !overflowStatus(res) {
+		return protocol.Overflow{}, false
 	}
 	head, err := io.ReadAll(io.LimitReader(res.Body, maxErrorBody+1))
-	if stop != nil {
-		stop()
-	}
 	res.Body = struct {
 		io.Reader
 		io.Closer
@@ -122,9 +135,9 @@ func (p *Proxy) peekOverflow(res *http.Response, or protocol.OverflowReader, can
 	return or.Overflow(res.StatusCode, head)
 }
 
-// overflowFigures renders what an overflow error said: ": 120000 tokens,
+// OverflowFigures renders what an overflow error said: ": 120000 tokens,
 // limit 100000", or "" when it gave no figures.
-func overflowFigures(o protocol.Overflow) string {
+func OverflowFigures(o protocol.Overflow) string {
 	switch {
 	case o.Tokens > 0 && o.Limit > 0:
 		return ": " + strconv.Itoa(o.Tokens) + " tokens, limit " + strconv.Itoa(o.Limit)

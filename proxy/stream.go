@@ -30,25 +30,7 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Request, rc *http.ResponseController,
 	res *http.Response, oc *Outcome, x *exchange, cancel context.CancelCauseFunc) error {
 	h := w.Header()
-	for k, vs := range res.Header {
-		h[k] = vs
-	}
-	if _, ok := res.Header["Content-Type"]; !ok {
-		h["Content-Type"] = nil // keep net/http from sniffing one
-	}
-	removeHopHeaders(h)
-	for k, vs := range oc.RespHeader {
-		if k = http.CanonicalHeaderKey(k); strings.HasPrefix(k, "X-Ctxguard-") {
-			h[k] = append(h[k], vs...)
-		}
-	}
-	if len(res.Trailer) > 0 {
-		names := make([]string, 0, len(res.Trailer))
-		for k := range res.Trailer {
-			names = append(names, k)
-		}
-		h["Trailer"] = []string{strings.Join(names, ", ")}
-	}
+	responseHeader(h, res, oc)
 	ct := res.Header.Get("Content-Type")
 	streaming := res.ContentLength < 0 || isEventStream(ct)
 
@@ -132,6 +114,32 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return fmt.Errorf("upstream %s sent nothing for %v mid-response: %w", x.up.name, p.t.Idle, rerr)
 	}
 	return fmt.Errorf("reading the response of upstream %s: %w", x.up.name, rerr)
+}
+
+// responseHeader sets h, the client's response header, from the
+// upstream's answer res: its headers but the hop-by-hop ones (and no
+// sniffed Content-Type when it has none), the Rewriter's X-Ctxguard-
+// headers (oc.RespHeader) and the announcement of res's trailers.
+func responseHeader(h http.Header, res *http.Response, oc *Outcome) {
+	for k, vs := range res.Header {
+		h[k] = vs
+	}
+	if _, ok := res.Header["Content-Type"]; !ok {
+		h["Content-Type"] = nil // keep net/http from sniffing one
+	}
+	removeHopHeaders(h)
+	for k, vs := range oc.RespHeader {
+		if k = http.CanonicalHeaderKey(k); strings.HasPrefix(k, "X-Ctxguard-") {
+			h[k] = append(h[k], vs...)
+		}
+	}
+	if len(res.Trailer) > 0 {
+		names := make([]string, 0, len(res.Trailer))
+		for k := range res.Trailer {
+			names = append(names, k)
+		}
+		h["Trailer"] = []string{strings.Join(names, ", ")}
+	}
 }
 
 var (

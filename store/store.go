@@ -4,8 +4,9 @@
 // session statistics).
 //
 // Nothing a rewrite decides depends on the store: every decision is
-// reproducible from the request alone (BRIEF principle 3). The store makes
-// removed content retrievable (principle 6) and lets reports survive a
+// reproducible from the request alone (a restarted process, or a second
+// instance, sends the same bytes). The store makes removed content
+// retrievable, whole, and lets reports survive a
 // restart. Implementations are safe for concurrent use.
 //
 // Ownership. A store copies what it is given (PutBlob's data, Put's val)
@@ -139,6 +140,16 @@ func RefreshInterval(ttl time.Duration) time.Duration {
 		return time.Hour
 	}
 	return min(ttl/8, time.Hour)
+}
+
+// CallTimeout bounds a store call that no request bounds (a readiness
+// probe, a report, a background save).
+const CallTimeout = 5 * time.Second
+
+// CallContext returns a context for a store call that no request bounds:
+// it ends after CallTimeout.
+func CallContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), CallTimeout)
 }
 
 // blobLife is how long after its last refresh a blob is kept.

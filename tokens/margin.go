@@ -4,7 +4,7 @@ package tokens
 // that compaction keeps free for the estimator's error: a request whose
 // uncalibrated Estimate is at or above (1 − OverflowMargin) × line is
 // treated as crossing it. Rewrite decisions use the raw Estimate, never a
-// Calibration (BRIEF principle 3: the same request must be rewritten the
+// Calibration (the same request must be rewritten the
 // same way in every process), so the margin is a constant that follows
 // the estimator's measured error, and TestOverflowMargin recomputes it.
 //

@@ -310,19 +310,7 @@ func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
 	from := 0
 	if prev, ok := r.Memo[memoKey].(*analysis); ok && r.Stable > 0 && r.Stable <= len(prev.costs) {
 		from = r.Stable
-		copy(a.costs, prev.costs[:from])
-		for _, it := range prev.items {
-			if it.msg >= from {
-				break
-			}
-			a.items = append(a.items, it)
-		}
-		for _, rd := range prev.reads {
-			if rd.msg >= from {
-				break
-			}
-			a.reads = append(a.reads, rd)
-		}
+		a.reuse(prev, from)
 	}
 	if r.Memo != nil {
 		defer func() { r.Memo[memoKey] = a }()
@@ -363,23 +351,7 @@ func (p *Pass) analyze(r *pipeline.Request) (*analysis, error) {
 					}
 				}
 			case conversation.ToolResult:
-				// Markers inside the content move between requests; they
-				// must not change the plan.
-				var marks []conversation.Span
-				for _, pt := range b.Parts {
-					if !pt.CacheControl.IsZero() {
-						marks = append(marks, pt.CacheControl)
-					}
-				}
-				if len(marks) == 0 {
-					t, err = est(b.Content)
-				} else if cur, e := r.Current(b.Content); e != nil {
-					err = e
-				} else if r.Edited(b.Content) {
-					t = tokens.Estimate(cur) // rewritten by an earlier pass: markers are its own
-				} else {
-					t = tokens.Estimate(without(c.Body, b.Content, marks))
-				}
+				t, err = resultTokens(r, b)
 				if err == nil && p.clearsResult(c, b, t) {
 					mc.clearable += t
 					mc.stubbed += stubTokens + blockTokens
@@ -586,3 +558,41 @@ func without(body []byte, sp conversation.Span, members []conversation.Span) []b
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// reuse copies into a what prev, the analysis of the session's previous
+// request, measured of the messages before from, which the two share.
+func (a *analysis) reuse(prev *analysis, from int) {
+	copy(a.costs, prev.costs[:from])
+	for _, it := range prev.items {
+		if it.msg >= from {
+			break
+		}
+		a.items = append(a.items, it)
+	}
+	for _, rd := range prev.reads {
+		if rd.msg >= from {
+			break
+		}
+		a.reads = append(a.reads, rd)
+	}
+}
+
+// resultTokens estimates the content of tool result b as it is now,
+// without the cache markers inside it: they move between requests and
+// must not change the plan.
+func resultTokens(r *pipeline.Request, b *conversation.Block) (int, error) {
+	var marks []conversation.Span
+	for _, pt := range b.Parts {
+		if !pt.CacheControl.IsZero() {
+			marks = append(marks, pt.CacheControl)
+		}
+	}
+	cur, err := r.Current(b.Content)
+	switch {
+	case err != nil:
+		return 0, err
+	case len(marks) == 0 || r.Edited(b.Content):
+		return tokens.Estimate(cur), nil // rewritten by an earlier pass: markers are its own
+	}
+	return tokens.Estimate(without(r.Conv.Body, b.Content, marks)), nil
+}

@@ -35,15 +35,7 @@ func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, 
 		}
 		return false
 	}
-	to := markerBoundary(pl, len(c.Messages))
-	if !p.cfg.CacheMarker || c.CacheMarkers >= 4 {
-		to = 0
-	}
-	var mark splice.Edit
-	hasMark := false
-	if to > 0 {
-		mark, hasMark = marker(c, to, trimmed)
-	}
+	to, mark, hasMark := p.cacheMarker(c, pl, trimmed)
 	last := max(pl.clearTo, pl.thinkTo)
 	if hasMark {
 		last = max(last, to)
@@ -90,24 +82,13 @@ func (p *Pass) edits(r *pipeline.Request, a *analysis, pl plan) ([]splice.Edit, 
 			// (see firstCleared), so its stub carries, once, the
 			// explanation of how to get a blob back; every other stub is
 			// short. (When trimming dropped it, the drop notes say it.)
-			first := it == firstItem
-			b := &c.Messages[mi].Blocks[item.blk]
-			var e splice.Edit
-			var err error
-			switch item.kind {
-			case kindResult:
-				e, err = p.resultStub(r, b, first)
-			case kindInput:
-				e, err = p.inputStub(r, b, first)
-			}
-			if errors.Is(err, store.ErrTooLarge) {
-				r.Note("clear: an item over the store's blob limit stays whole")
-				continue
-			}
+			e, ok, err := p.itemStub(r, item, it == firstItem)
 			if err != nil {
 				return nil, err
 			}
-			msgEdits = append(msgEdits, e)
+			if ok {
+				msgEdits = append(msgEdits, e)
+			}
 		}
 		if p.cfg.Thinking && mi < pl.thinkTo {
 			msgEdits = append(msgEdits, removeThinking(r, mi)...)
@@ -359,4 +340,36 @@ func marker(c *conversation.Conversation, to int, trimmed func(int) bool) (splic
 		return splice.Edit{}, false
 	}
 	return splice.Edit{}, false
+}
+
+// cacheMarker returns the cache marker the plan moves (markerBoundary),
+// when the configuration moves one and the request has room for it: to
+// is the message it goes before (0: none), ok whether mark is one.
+func (p *Pass) cacheMarker(c *conversation.Conversation, pl plan, trimmed func(int) bool) (to int, mark splice.Edit, ok bool) {
+	if !p.cfg.CacheMarker || c.CacheMarkers >= 4 {
+		return 0, splice.Edit{}, false
+	}
+	to = markerBoundary(pl, len(c.Messages))
+	if to > 0 {
+		mark, ok = marker(c, to, trimmed)
+	}
+	return to, mark, ok
+}
+
+// itemStub returns the edit that replaces item with its stub (first: the
+// stub that carries, once, how to get a blob back). ok is false when the
+// item is over the store's blob limit: it stays whole.
+func (p *Pass) itemStub(r *pipeline.Request, item item, first bool) (e splice.Edit, ok bool, err error) {
+	b := &r.Conv.Messages[item.msg].Blocks[item.blk]
+	switch item.kind {
+	case kindResult:
+		e, err = p.resultStub(r, b, first)
+	case kindInput:
+		e, err = p.inputStub(r, b, first)
+	}
+	if errors.Is(err, store.ErrTooLarge) {
+		r.Note("clear: an item over the store's blob limit stays whole")
+		return e, false, nil
+	}
+	return e, err == nil, err
 }

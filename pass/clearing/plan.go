@@ -160,17 +160,7 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 		if cur <= lim.trigger || lastA < 0 {
 			continue
 		}
-		c := pl.clearTo
-		if j > c {
-			c = j
-		}
-		t := pl.thinkTo
-		if lastA > t {
-			t = lastA
-		}
-		if c > t {
-			t = c
-		}
+		c, t := boundaries(pl, j, lastA)
 		// The event keeps what the read rule keeps (hold), but clearing a
 		// read an earlier event kept rewrites the request from that read
 		// on, which the event must repay: it clears those the rule lets
@@ -201,12 +191,7 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 		if !ok {
 			// Keep the oldest reads the rule lets go, one more at a
 			// time, until the event repays or keeps them all.
-			lets := 0
-			for _, i := range kept {
-				if _, in := slices.BinarySearch(keep, i); !in {
-					lets++
-				}
-			}
+			lets := countMissing(kept, keep)
 			for k := 1; !ok && k <= lets; k++ {
 				scratch = restore(scratch[:0], held, kept, k)
 				keep = scratch
@@ -390,4 +375,26 @@ func (s *sizes) Size(at, from int) int {
 		kept = s.kept[k-1]
 	}
 	return s.p.size(at, c, t) - s.p.size(from, min(c, from), min(t, from)) + s.p.saved(kept, from, at) + s.frame[at] - s.frame[from]
+}
+
+// boundaries returns the clear and thinking boundaries of an event after
+// plan pl, whose newest assistant message within the keep rule is j and
+// whose last assistant message below the request's end is lastA: neither
+// boundary moves back, and thinking goes at least as far as clearing.
+func boundaries(pl plan, j, lastA int) (c, t int) {
+	c = max(pl.clearTo, j)
+	t = max(pl.thinkTo, lastA, c)
+	return c, t
+}
+
+// countMissing returns how many of the reads in kept are not in keep
+// (both ascending).
+func countMissing(kept, keep []int) int {
+	n := 0
+	for _, i := range kept {
+		if _, in := slices.BinarySearch(keep, i); !in {
+			n++
+		}
+	}
+	return n
 }

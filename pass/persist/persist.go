@@ -4,9 +4,10 @@
 // and replaced by a preview of their head that says where the whole is.
 //
 // The decision for a result depends only on that result and its message,
-// so every request of a session makes the same replacement (BRIEF
-// principle 3); the stored copy is the original text, before any other
-// pass shortened it (principle 6).
+// so every request of a session makes the same replacement (a decision
+// about old history never changes as turns are appended); the stored copy
+// is the original text, before any other pass shortened it (what is
+// removed stays retrievable, whole).
 package persist
 
 import (

@@ -43,7 +43,7 @@
 // # What is edited
 //
 // In every assistant message but the latest (whose thinking the API
-// requires byte-identical; BRIEF principle 2), the signed blocks the
+// requires byte-identical), the signed blocks the
 // cache attributes to a family other than the request's model's are
 // removed (pipeline.Request.RemoveBlocks: a message left with nothing is
 // rewritten to one short text block, the same edit the clearing pass

@@ -15,7 +15,7 @@ import (
 	"github.com/ctxguard/ctxguard/tools/transcript"
 )
 
-// Quote retention (BRIEF "How savings are measured"): where an answer
+// Quote retention (what the agent keeps of what it read): where an answer
 // quotes a distinctive line of an earlier tool result, was that line still
 // in the request that produced the answer, or retrievable?
 //

@@ -1,8 +1,7 @@
 // Package replay measures what ctxguard does to real sessions: it sends a
 // session's request stream through a rewriter, in order, and compares what
 // the upstream would receive with what the client sent, in tokens, in
-// cache-aware cost, in edit events, in validity and in quote retention
-// (BRIEF "How savings are measured").
+// cache-aware cost, in edit events, in validity and in quote retention.
 //
 // The layers, bottom up:
 //

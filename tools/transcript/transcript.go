@@ -1,7 +1,6 @@
 // Package transcript loads real agent sessions and rebuilds the stream of
 // requests their client sent, so that ctxguard's savings, validity and
-// cache behaviour can be measured on real traffic (BRIEF "How savings are
-// measured").
+// cache behaviour can be measured on real traffic.
 //
 // # Sources
 //

@@ -1,6 +1,8 @@
 // Package validate checks Anthropic Messages requests against the rules the
-// API enforces and ctxguard promises (BRIEF principle 2), and compares a
-// rewritten body with its original (principles 1 and 4). Every test of a
+// API enforces and ctxguard promises (valid by construction: tool pairs
+// kept, at most 4 cache markers, the latest thinking byte-identical), and
+// compares a rewritten body with its original (unchanged bytes forwarded
+// exactly, no signature kept on a block whose prefix changed). Every test of a
 // pass runs its output through Rewrite.
 //
 // It is test and diagnostic code, not the request path: it favours

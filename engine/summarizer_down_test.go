@@ -1,4 +1,4 @@
-package ctxguard
+package engine
 
 import (
 	"context"
@@ -67,7 +67,7 @@ func TestCompactionSummarizerDown(t *testing.T) {
 				pass.Update(&cfg.Passes, func(s *compact.Config) { s.Summarizer.Timeout = 200 * time.Millisecond })
 			}
 			clk := storetest.NewClock(time.Date(2026, 11, 3, 8, 0, 0, 0, time.UTC))
-			g := newGuard(t, cfg, WithClock(clk.Now))
+			g := newEngine(t, cfg, withClock(clk.Now))
 			sc := g.current().summarizer.(*summarize.Client)
 			state := func() breaker.State {
 				bs := sc.Breakers()

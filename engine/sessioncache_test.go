@@ -1,15 +1,14 @@
-package ctxguard
+package engine
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/guardtest"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/store/storetest"
 )
@@ -21,16 +20,12 @@ func newFakeClock() *storetest.Clock {
 // longestStream returns the longest Messages request stream of the corpus.
 func longestStream(t *testing.T) [][]byte {
 	var best [][]byte
-	for _, s := range corpus(t) {
-		if s.proto == anthropic.Protocol && len(s.bodies) > len(best) {
-			best = s.bodies
+	for _, s := range guardtest.Corpus(t, "..") {
+		if s.Proto == anthropic.Protocol && len(s.Bodies) > len(best) {
+			best = s.Bodies
 		}
 	}
 	return best
-}
-
-func sessionHeader(i int) http.Header {
-	return http.Header{"X-Claude-Code-Session-Id": {fmt.Sprint("session-", i)}}
 }
 
 // TestSessionMemoryBounds: the sessions remembered for incremental
@@ -39,11 +34,11 @@ func sessionHeader(i int) http.Header {
 func TestSessionMemoryBounds(t *testing.T) {
 	stream := longestStream(t)
 	// What one session's memo holds after the requests below.
-	one := newGuard(t, config.Defaults(), WithStore(store.NewMemory()))
+	one := newEngine(t, config.Defaults(), withStore(store.NewMemory()))
 	for _, b := range stream[len(stream)-3:] {
-		one.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(0), b)
+		one.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(0), b)
 	}
-	_, memoBytes := one.recent.usage()
+	_, memoBytes := one.sessions.usage()
 	if memoBytes <= 0 {
 		t.Fatal("one session remembered nothing")
 	}
@@ -61,12 +56,12 @@ func TestSessionMemoryBounds(t *testing.T) {
 			cfg := config.Defaults()
 			cfg.Limits.Sessions, cfg.Limits.SessionMemory, cfg.Limits.SessionIdle = tc.sessions, tc.bytes, 5*time.Minute
 			clock := newFakeClock()
-			g := newGuard(t, cfg, WithStore(store.NewMemory()), WithClock(clock.Now))
+			g := newEngine(t, cfg, withStore(store.NewMemory()), withClock(clock.Now))
 			peak := 0
 			for i := 0; i < 8; i++ {
 				for _, b := range stream[len(stream)-3:] {
-					g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(i), b)
-					n, bytes := g.recent.usage()
+					g.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(i), b)
+					n, bytes := g.sessions.usage()
 					if n > tc.sessions || bytes > tc.bytes {
 						t.Fatalf("session %d: %d memos holding %d bytes; bounds %d and %d", i, n, bytes, tc.sessions, tc.bytes)
 					}
@@ -82,15 +77,15 @@ func TestSessionMemoryBounds(t *testing.T) {
 			}
 			// Not idle long enough: kept. Idle: all gone.
 			clock.Advance(4 * time.Minute)
-			n0, _ := g.recent.usage()
-			g.recent.sweep()
-			if n, _ := g.recent.usage(); n != n0 {
+			n0, _ := g.sessions.usage()
+			g.sessions.sweep()
+			if n, _ := g.sessions.usage(); n != n0 {
 				t.Errorf("sweep before session_idle dropped %d memos", n0-n)
 			}
 			clock.Advance(time.Minute)
-			_, b0 := g.recent.usage()
-			freed := g.recent.sweep()
-			if n, bytes := g.recent.usage(); n != 0 || bytes != 0 {
+			_, b0 := g.sessions.usage()
+			freed := g.sessions.sweep()
+			if n, bytes := g.sessions.usage(); n != 0 || bytes != 0 {
 				t.Errorf("after session_idle: %d memos, %d bytes", n, bytes)
 			}
 			if freed != b0 {
@@ -105,11 +100,11 @@ func TestSessionMemoryBounds(t *testing.T) {
 // bounds real memory.
 func TestSessionMemorySize(t *testing.T) {
 	stream := longestStream(t)
-	g := newGuard(t, config.Defaults(), WithStore(store.NewMemory()))
+	g := newEngine(t, config.Defaults(), withStore(store.NewMemory()))
 	for _, b := range stream {
-		g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(0), b)
+		g.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(0), b)
 	}
-	_, bytes := g.recent.usage()
+	_, bytes := g.sessions.usage()
 	last := stream[len(stream)-1]
 	c, err := anthropic.Parse(last)
 	if err != nil {
@@ -119,55 +114,12 @@ func TestSessionMemorySize(t *testing.T) {
 	if bytes < parse || bytes >= int64(len(last)) {
 		t.Errorf("one session's memo counts %d bytes for a %d-byte body whose parse holds %d", bytes, len(last), parse)
 	}
-	g.recent.mu.Lock()
-	defer g.recent.mu.Unlock()
-	for _, m := range g.recent.m {
+	g.sessions.mu.Lock()
+	defer g.sessions.mu.Unlock()
+	for _, m := range g.sessions.m {
 		if m.conv == nil || m.conv.Body != nil {
 			t.Errorf("the memo holds a body, or no parse")
 		}
-	}
-}
-
-// TestJanitor: memory goes back to the system once the Guard has been
-// idle a whole tick, once per idle spell, and idle memos go at the tick
-// after session_idle.
-func TestJanitor(t *testing.T) {
-	cfg := config.Defaults()
-	clock := newFakeClock()
-	g := newGuard(t, cfg, WithStore(store.NewMemory()), WithClock(clock.Now))
-	frees := 0
-	j := janitor{free: func() { frees++ }}
-	stream := longestStream(t)
-
-	g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(1), stream[0])
-	j.tick(g, clock.Now()) // busy: requests since the last tick
-	if frees != 0 {
-		t.Fatalf("memory handed back while busy")
-	}
-	clock.Advance(time.Minute)
-	j.tick(g, clock.Now()) // a whole idle tick
-	if frees != 1 {
-		t.Fatalf("after an idle tick: %d releases, want 1", frees)
-	}
-	clock.Advance(time.Minute)
-	j.tick(g, clock.Now())
-	if frees != 1 {
-		t.Fatalf("a second idle tick released again (%d)", frees)
-	}
-	if n, _ := g.recent.usage(); n != 1 {
-		t.Fatalf("%d memos before session_idle, want 1", n)
-	}
-	clock.Advance(cfg.Limits.SessionIdle)
-	j.tick(g, clock.Now()) // the memo goes, and with it memory
-	if n, _ := g.recent.usage(); n != 0 || frees != 2 {
-		t.Fatalf("after session_idle: %d memos, %d releases; want 0 and 2", n, frees)
-	}
-	g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(1), stream[0])
-	j.tick(g, clock.Now())
-	clock.Advance(time.Minute)
-	j.tick(g, clock.Now())
-	if frees != 3 {
-		t.Fatalf("a new idle spell: %d releases, want 3", frees)
 	}
 }
 
@@ -177,15 +129,15 @@ func TestRecentConcurrent(t *testing.T) {
 	stream := longestStream(t)
 	cfg := config.Defaults()
 	cfg.Limits.Sessions, cfg.Limits.SessionMemory = 3, int64(4*len(stream[len(stream)-1]))
-	g := newGuard(t, cfg, WithStore(store.NewMemory()))
+	g := newEngine(t, cfg, withStore(store.NewMemory()))
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i, b := range stream {
-				g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader((w+i)%5), b)
-				if n, bytes := g.recent.usage(); n > 3 || bytes > cfg.Limits.SessionMemory {
+				g.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader((w+i)%5), b)
+				if n, bytes := g.sessions.usage(); n > 3 || bytes > cfg.Limits.SessionMemory {
 					t.Errorf("%d memos, %d bytes", n, bytes)
 					return
 				}
@@ -193,20 +145,9 @@ func TestRecentConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	g.recent.idle = 0
-	g.recent.sweep()
-	if n, bytes := g.recent.usage(); n != 0 || bytes != 0 {
+	g.sessions.idle = 0
+	g.sessions.sweep()
+	if n, bytes := g.sessions.usage(); n != 0 || bytes != 0 {
 		t.Errorf("after sweeping all: %d memos, %d bytes", n, bytes)
-	}
-}
-
-func TestTickEvery(t *testing.T) {
-	for idle, want := range map[time.Duration]time.Duration{
-		0: time.Second, time.Second: time.Second, 10 * time.Second: 5 * time.Second,
-		5 * time.Minute: time.Minute, time.Hour: time.Minute,
-	} {
-		if got := tickEvery(idle); got != want {
-			t.Errorf("tickEvery(%v) = %v, want %v", idle, got, want)
-		}
 	}
 }

@@ -1,14 +1,17 @@
-package ctxguard
+package engine
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
+	"testing"
+
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/digest"
-	"strings"
-	"testing"
+
+	"github.com/ctxguard/ctxguard/internal/guardtest"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
@@ -43,10 +46,10 @@ func TestDigest(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			st := store.NewMemory()
 			sum := &ctlSummarizer{mode: mode}
-			g := newGuard(t, cfg, WithStore(st), WithSummarizer(sum))
+			g := newEngine(t, cfg, withStore(st), withSummarizer(sum))
 			var sent [][]byte
 			for i, b := range bodies {
-				res := g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(2), b)
+				res := g.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(2), b)
 				if err := validRewrite(anthropic.Protocol, cfg, b, res.Body); err != nil {
 					t.Fatal(err)
 				}
@@ -60,9 +63,9 @@ func TestDigest(t *testing.T) {
 				t.Errorf("%d summarizer calls for one result", sum.count())
 			}
 			// Another Guard on the store, whose summarizer now works.
-			g2 := newGuard(t, cfg, WithStore(st), WithSummarizer(&ctlSummarizer{mode: "fast"}))
+			g2 := newEngine(t, cfg, withStore(st), withSummarizer(&ctlSummarizer{mode: "fast"}))
 			for i, b := range bodies {
-				if res := g2.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(2), b); !bytes.Equal(res.Body, sent[i]) {
+				if res := g2.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(2), b); !bytes.Equal(res.Body, sent[i]) {
 					t.Fatalf("request %d: another Guard sent other bytes", i)
 				}
 			}

@@ -1,4 +1,4 @@
-package ctxguard
+package engine
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package ctxguard
+package engine
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/internal/guardtest"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/store"
 )
@@ -44,9 +45,9 @@ func TestThinkingGuard(t *testing.T) {
 		{"gpt to claude", [2]string{"gpt-5", "claude-sonnet-4-5"}, []int{0, 1, 1, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newGuard(t, cfg, WithStore(store.NewMemory()))
+			g := newEngine(t, cfg, withStore(store.NewMemory()))
 			for i, b := range switchSession(tc.models) {
-				res := g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(3), b)
+				res := g.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(3), b)
 				if res.Err != nil {
 					t.Fatal(res.Err)
 				}
@@ -59,7 +60,7 @@ func TestThinkingGuard(t *testing.T) {
 			}
 			// A fresh Guard knows no signature: it keeps every block.
 			last := switchSession(tc.models)[3]
-			fresh := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(3), last)
+			fresh := newEngine(t, cfg, withStore(store.NewMemory())).RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(3), last)
 			if got := strings.Count(string(fresh.Body), `"type":"thinking"`); got != 3 {
 				t.Errorf("a fresh Guard sent %d thinking blocks, want all 3", got)
 			}
@@ -73,13 +74,13 @@ func TestThinkingGuard(t *testing.T) {
 // the history, never from the latest answer.
 func TestThinkingGuardResponses(t *testing.T) {
 	cfg := config.Defaults()
-	g := newGuard(t, cfg, WithStore(store.NewMemory()))
+	g := newEngine(t, cfg, withStore(store.NewMemory()))
 	models := []string{"gpt-5", "gpt-5", "claude-sonnet-4-5", "claude-sonnet-4-5"}
 	items := []string{`{"type":"message","role":"user","content":[{"type":"input_text","text":"start"}]}`}
 	want := []int{0, 1, 1, 1} // reasoning items sent in each request
 	for k, m := range models {
 		body := []byte(`{"model":"` + m + `","stream":true,"store":false,"input":[` + strings.Join(items, ",") + `]}`)
-		res := g.RewriteBody(context.Background(), responses.Protocol, sessionHeader(4), body)
+		res := g.RewriteBody(context.Background(), responses.Protocol, guardtest.SessionHeader(4), body)
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}

@@ -1,4 +1,4 @@
-package ctxguard
+package serve
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/dashboard"
@@ -55,14 +54,14 @@ import (
 // Every answer, errors and redirects included, carries
 // X-Content-Type-Options: nosniff (set here, once, before any handler
 // runs) and the Content-Type of what it is; a browser never guesses.
-func (g *Guard) Local() http.Handler {
-	g.localOnce.Do(func() { g.localMux, g.localRoutes = g.local() })
-	return g.localMux
+func (s *Server) Local() http.Handler {
+	s.localOnce.Do(func() { s.localMux, s.localRoutes = s.local() })
+	return s.localMux
 }
 
 // local builds the local endpoints' handler, and returns the patterns
 // it serves.
-func (g *Guard) local() (http.Handler, []string) {
+func (s *Server) local() (http.Handler, []string) {
 	mux := http.NewServeMux()
 	var routes []string
 	serve := func(pattern string, h func(http.ResponseWriter, *http.Request) error, access bool) {
@@ -70,7 +69,7 @@ func (g *Guard) local() (http.Handler, []string) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			var err error
 			if access {
-				err = g.localAccess(r)
+				err = s.localAccess(r)
 			}
 			if err == nil {
 				err = h(w, r)
@@ -78,7 +77,7 @@ func (g *Guard) local() (http.Handler, []string) {
 			if err != nil {
 				// In the shape of the API whose client asks (an SDK's
 				// headers say), else neutral JSON.
-				protocol.Write(r.Context(), w, g.log, protocol.Pick(g.protocols, r.Method, r.URL.Path, r.Header), err)
+				protocol.Write(r.Context(), w, s.log, protocol.Pick(s.protocols, r.Method, r.URL.Path, r.Header), err)
 			}
 		})
 	}
@@ -90,19 +89,19 @@ func (g *Guard) local() (http.Handler, []string) {
 		return text(w, "ok\n")
 	}, false)
 	serve("GET /readyz", func(w http.ResponseWriter, r *http.Request) error {
-		if err := g.ready(r.Context()); err != nil {
+		if err := s.Ready(r.Context()); err != nil {
 			return err
 		}
 		return text(w, "ready\n")
 	}, false)
-	handle("GET /ctxguard/v1/blobs/{id}", g.serveBlob)
-	handle("GET /ctxguard/v1/blobs/{id}/{sig}", g.serveSignedBlob)
-	handle("GET "+signInPath, g.serveSignInPage)
-	handle("POST "+signInPath, g.signIn)
-	handle("GET /ctxguard/v1/stats", g.serveStats)
-	g.mountObservers(handle)
+	handle("GET /ctxguard/v1/blobs/{id}", s.serveBlob)
+	handle("GET /ctxguard/v1/blobs/{id}/{sig}", s.serveSignedBlob)
+	handle("GET "+signInPath, s.serveSignInPage)
+	handle("POST "+signInPath, s.signIn)
+	handle("GET /ctxguard/v1/stats", s.serveStats)
+	s.mountObservers(handle)
 	handle("GET /ctxguard/v1/sessions", func(w http.ResponseWriter, r *http.Request) error {
-		return writeJSON(w, g.sessions.list())
+		return writeJSON(w, s.obs.Sessions.List())
 	})
 	handle("/", func(http.ResponseWriter, *http.Request) error {
 		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "no such ctxguard endpoint")
@@ -132,20 +131,11 @@ func writeJSON(w http.ResponseWriter, v any) error {
 	return err
 }
 
-// storeTimeout bounds a store call that no request bounds (the readiness
-// probe, a report, a background save).
-const storeTimeout = 5 * time.Second
-
-// storeContext returns a context for a store call that no request bounds.
-func storeContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), storeTimeout)
-}
-
-// ready reports whether the Guard can serve: its store answers.
-func (g *Guard) ready(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+// Ready reports whether the server can serve: its store answers.
+func (s *Server) Ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, store.CallTimeout)
 	defer cancel()
-	if err := g.store.Ping(ctx); err != nil {
+	if err := s.store.Ping(ctx); err != nil {
 		return protocol.Errorf(http.StatusServiceUnavailable, protocol.Overloaded, err, "ctxguard: the store does not answer")
 	}
 	return nil
@@ -153,12 +143,12 @@ func (g *Guard) ready(ctx context.Context) error {
 
 // localAccess applies local.access and local.hosts to every /ctxguard/
 // endpoint.
-func (g *Guard) localAccess(r *http.Request) error {
-	access := g.current().cfg.Local.Access
+func (s *Server) localAccess(r *http.Request) error {
+	access := s.engine.Config().Local.Access
 	if access == "off" {
 		return protocol.Errorf(http.StatusForbidden, protocol.Permission, nil, "ctxguard: local endpoints are off (local.access: off)")
 	}
-	if !g.localHost(r.Host) {
+	if !s.localHost(r.Host) {
 		return protocol.Errorf(http.StatusForbidden, protocol.Permission, fmt.Errorf("host %q", r.Host),
 			"ctxguard: local endpoints answer only requests to this machine's own names; add the host name to local.hosts to allow it")
 	}
@@ -170,7 +160,7 @@ func (g *Guard) localAccess(r *http.Request) error {
 
 // localHost reports whether a Host header (name or address, with or
 // without port, IPv6 in brackets) is a loopback name or in local.hosts.
-func (g *Guard) localHost(hostport string) bool {
+func (s *Server) localHost(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
@@ -184,7 +174,7 @@ func (g *Guard) localHost(hostport string) bool {
 		return true
 	}
 	host = strings.TrimSuffix(host, ".")
-	for _, h := range g.current().cfg.Local.Hosts {
+	for _, h := range s.engine.Config().Local.Hosts {
 		if strings.EqualFold(host, strings.TrimSuffix(h, ".")) {
 			return true
 		}
@@ -192,17 +182,17 @@ func (g *Guard) localHost(hostport string) bool {
 	return false
 }
 
-func (g *Guard) serveBlob(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request) error {
 	id := strings.TrimSuffix(r.PathValue("id"), ".txt")
 	if !store.ValidID(id) {
 		return protocol.Errorf(http.StatusBadRequest, protocol.InvalidRequest, nil, "ctxguard: invalid blob id")
 	}
-	return g.writeBlob(w, r, id)
+	return s.writeBlob(w, r, id)
 }
 
 // writeBlob answers with blob id, as text.
-func (g *Guard) writeBlob(w http.ResponseWriter, r *http.Request, id string) error {
-	rc, err := g.store.OpenBlob(r.Context(), id)
+func (s *Server) writeBlob(w http.ResponseWriter, r *http.Request, id string) error {
+	rc, err := s.store.OpenBlob(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "ctxguard: no such blob (it may have expired)")
 	}
@@ -216,19 +206,13 @@ func (g *Guard) writeBlob(w http.ResponseWriter, r *http.Request, id string) err
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, err = io.Copy(w, rc)
 	if err != nil {
-		g.log.Debug("blob write", "err", err)
+		s.log.Debug("blob write", "err", err)
 	}
 	return nil
 }
 
-func (g *Guard) serveStats(w http.ResponseWriter, r *http.Request) error {
-	s := &g.stats
-	return writeJSON(w, map[string]int64{
-		"requests": s.Requests.Load(), "rewritten": s.Rewritten.Load(), "unchanged": s.Unchanged.Load(),
-		"bypassed": s.Bypassed.Load(), "failed_open": s.Failed.Load(), "recovered": s.Recovered.Load(),
-		"recovery_failed": s.RecoveryFailed.Load(), "refused": s.Refused.Load(), "events": s.Events.Load(), "compactions": s.Compactions.Load(),
-		"usage_observed": s.Observed.Load(),
-	})
+func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, s.obs.Stats.Counters())
 }
 
 func loopback(addr string) bool {
@@ -243,8 +227,8 @@ func loopback(addr string) bool {
 // summarizerBreakers returns the state of the summarizer's circuit
 // breakers, one per upstream and model it called; none for a summarizer
 // without them (WithSummarizer's, or none).
-func (g *Guard) summarizerBreakers() []summarize.BreakerStatus {
-	if c, ok := g.current().summarizer.(interface {
+func (s *Server) summarizerBreakers() []summarize.BreakerStatus {
+	if c, ok := s.engine.Summarizer().(interface {
 		Breakers() []summarize.BreakerStatus
 	}); ok {
 		return c.Breakers()
@@ -254,40 +238,40 @@ func (g *Guard) summarizerBreakers() []summarize.BreakerStatus {
 
 // mountObservers subscribes the metrics and the dashboard to the records
 // and serves them, as configured.
-func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *http.Request) error)) {
+func (s *Server) mountObservers(handle func(string, func(http.ResponseWriter, *http.Request) error)) {
 	serve := func(h http.Handler) func(http.ResponseWriter, *http.Request) error {
 		return func(w http.ResponseWriter, r *http.Request) error { h.ServeHTTP(w, r); return nil }
 	}
-	if g.cfg.Metrics.Enabled {
+	if s.cfg.Metrics.Enabled {
 		m := metrics.New()
 		m.SetBreakers("summarizer", func() []breaker.Status {
 			var out []breaker.Status
-			for _, b := range g.summarizerBreakers() {
+			for _, b := range s.summarizerBreakers() {
 				out = append(out, b.Status)
 			}
 			return out
 		})
-		g.bus.Subscribe(m)
+		s.engine.Records().Subscribe(m)
 		handle("GET /metrics", serve(m.Handler()))
 	}
-	if g.cfg.Dashboard.Enabled {
+	if s.cfg.Dashboard.Enabled {
 		d := dashboard.New(dashboard.Options{
-			Now:        g.now,
-			ShowBodies: g.cfg.Dashboard.ShowBodies || g.cfg.Log.DumpBodies,
-			Sessions:   g.cfg.Dashboard.Sessions,
-			Requests:   g.cfg.Dashboard.Requests,
-			Config:     func() []byte { b, _ := g.Config().YAML(); return b },
-			Model:      func(id string) model.Info { return g.current().models.Lookup(id) },
+			Now:        s.now,
+			ShowBodies: s.cfg.Dashboard.ShowBodies || s.cfg.Log.DumpBodies,
+			Sessions:   s.cfg.Dashboard.Sessions,
+			Requests:   s.cfg.Dashboard.Requests,
+			Config:     func() []byte { b, _ := s.engine.Config().YAML(); return b },
+			Model:      func(id string) model.Info { return s.engine.Model(id) },
 			Summary: func(key string) (string, error) {
-				ctx, cancel := storeContext()
+				ctx, cancel := store.CallContext()
 				defer cancel()
-				r, err := compact.ReadRecord(ctx, g.store, key)
+				r, err := compact.ReadRecord(ctx, s.store, key)
 				return r.Text, err
 			},
 			BlobURL: func(id string) string { return "/ctxguard/v1/blobs/" + id },
 			Breakers: func() []dashboard.BreakerView {
 				var out []dashboard.BreakerView
-				for _, b := range g.summarizerBreakers() {
+				for _, b := range s.summarizerBreakers() {
 					v := dashboard.BreakerView{Dependency: "summarizer", Upstream: b.Upstream, Model: b.Model, State: b.State.String(),
 						Since: b.Since, Fails: b.Fails, Trips: b.Trips, Refused: b.Refused}
 					if b.Err != nil {
@@ -300,11 +284,11 @@ func (g *Guard) mountObservers(handle func(string, func(http.ResponseWriter, *ht
 				}
 				return out
 			},
-			Store: g.store,
-			Log:   g.log,
+			Store: s.store,
+			Log:   s.log,
 		})
-		g.dash.Store(d)
-		g.bus.Subscribe(d)
+		s.dash.Store(d)
+		s.engine.Records().Subscribe(d)
 		d.Register(handle)
 	}
 }

@@ -1,12 +1,14 @@
-package ctxguard
+package observe
 
 import (
 	"encoding/json"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/ctxguard/ctxguard/record"
+	"github.com/ctxguard/ctxguard/store"
 )
 
 // SessionStats is what ctxguard did to one agent session. It is kept in
@@ -24,18 +26,22 @@ type SessionStats struct {
 	LastSeen     time.Time `json:"last_seen"`
 }
 
-// sessions tracks SessionStats for the most recently seen sessions.
-type sessions struct {
+// Sessions tracks SessionStats for the most recently seen sessions (at
+// most maxSessions). Make it with NewSet.
+type Sessions struct {
+	store store.Store
+	log   *slog.Logger
+
 	mu    sync.Mutex
 	m     map[string]*SessionStats
-	dirty map[string]bool
+	dirty map[string]bool // changed since the last Flush
 }
 
 // maxSessions bounds memory; the least recently seen go first.
 const maxSessions = 10_000
 
-// record is the session statistics' observer of the exchange records.
-func (s *sessions) record(x *record.Exchange) {
+// Observe implements record.Observer.
+func (s *Sessions) Observe(x *record.Exchange) {
 	if x.Session == "" {
 		return
 	}
@@ -71,7 +77,7 @@ func (s *sessions) record(x *record.Exchange) {
 	s.dirty[x.Session] = true
 }
 
-func (s *sessions) evictLocked() {
+func (s *Sessions) evictLocked() {
 	var oldest string
 	var t time.Time
 	for k, v := range s.m {
@@ -83,8 +89,8 @@ func (s *sessions) evictLocked() {
 	delete(s.dirty, oldest)
 }
 
-// list returns copies of the stats, most recent first.
-func (s *sessions) list() []SessionStats {
+// List returns copies of the stats, most recent first.
+func (s *Sessions) List() []SessionStats {
 	s.mu.Lock()
 	out := make([]SessionStats, 0, len(s.m))
 	for _, v := range s.m {
@@ -100,18 +106,10 @@ func (s *sessions) list() []SessionStats {
 	return out
 }
 
-// Flush writes the stats of sessions that changed since the last flush,
-// the calibration and the dashboard's totals of today to the store.
-func (g *Guard) Flush() {
-	if d := g.dash.Load(); d != nil {
-		ctx, cancel := storeContext()
-		err := d.Flush(ctx)
-		cancel()
-		if err != nil {
-			g.log.Warn("saving the dashboard's totals", "err", err)
-		}
-	}
-	s := &g.sessions
+// Flush writes the stats of sessions that changed since the last flush
+// to the store. At the first store error it logs a warning, stops and
+// returns it: the rest are written when they change again.
+func (s *Sessions) Flush() error {
 	s.mu.Lock()
 	var todo []SessionStats
 	for k := range s.dirty {
@@ -121,13 +119,13 @@ func (g *Guard) Flush() {
 	s.mu.Unlock()
 	for _, st := range todo {
 		b, _ := json.Marshal(st)
-		ctx, cancel := storeContext()
-		err := g.store.Put(ctx, "session/"+st.Key, b)
+		ctx, cancel := store.CallContext()
+		err := s.store.Put(ctx, "session/"+st.Key, b)
 		cancel()
 		if err != nil {
-			g.log.Warn("saving session stats", "err", err)
-			return
+			s.log.Warn("saving session stats", "err", err)
+			return err
 		}
 	}
-	g.saveCalibration()
+	return nil
 }

@@ -1,9 +1,8 @@
-package ctxguard
+package engine
 
 import (
 	"cmp"
 	"hash/maphash"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -12,44 +11,44 @@ import (
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/pipeline"
 	"github.com/ctxguard/ctxguard/protocol"
-	"github.com/ctxguard/ctxguard/session"
 	"github.com/ctxguard/ctxguard/tokens"
 )
 
 // A session's next request repeats its last one byte for byte and appends
-// turns (BRIEF, wire facts). The Guard keeps, per recent session, the
-// parse of its last request (offsets only: the body is not kept) and
-// hashes of that body's pieces (fingerprint), so the next request's parse scans
-// only what is new (protocol.Protocol.ParseAfter) and passes can skip the
-// messages they have already judged (pipeline.Request.Stable). Nothing a
-// rewrite decides depends on this memory: with it or without it (a
-// restart, a second instance, an evicted session, two conversations
-// sharing a memo key) the output is the same bytes; the tests check that.
+// turns (a client may re-encode only its previous last message). The
+// Engine keeps, per recent session, the parse of its last request
+// (offsets only: the body is not kept) and hashes of that body's pieces
+// (fingerprint), so the next request's parse scans only what is new
+// (protocol.Protocol.ParseAfter) and passes can skip the messages they
+// have already judged (pipeline.Request.Stable). Nothing a rewrite decides
+// depends on this memory: with it or without it (a restart, a second
+// instance, an evicted session, two conversations sharing a cache key)
+// the output is the same bytes; the tests check that.
 
-// recent holds the memos of the most recently seen sessions, bounded in
-// count and in bytes, each dropped once idle: the memory goes back when
-// the sessions stop. Safe for concurrent use.
-type recent struct {
+// sessionCache holds the cached sessions (the memos) most recently seen,
+// bounded in count and in bytes, each dropped once idle: the memory goes
+// back when the sessions stop. Safe for concurrent use.
+type sessionCache struct {
 	max      int              // most memos; 0 remembers none
 	maxBytes int64            // most bytes all memos hold together
 	idle     time.Duration    // a memo unused this long is dropped by sweep
 	now      func() time.Time // the clock
 
 	mu    sync.Mutex
-	m     map[string]*memo
+	m     map[string]*cachedSession
 	bytes int64 // the sum of the memos' sizes
 }
 
-// newRecent returns an empty recent with the given bounds.
-func newRecent(max int, maxBytes int64, idle time.Duration) *recent {
-	return &recent{max: max, maxBytes: maxBytes, idle: idle, now: time.Now, m: map[string]*memo{}}
+// newSessionCache returns an empty cache with the given bounds.
+func newSessionCache(max int, maxBytes int64, idle time.Duration) *sessionCache {
+	return &sessionCache{max: max, maxBytes: maxBytes, idle: idle, now: time.Now, m: map[string]*cachedSession{}}
 }
 
-// memo is one session's last request: its parse, whose Body is nil (the
-// spans index into a body the memo does not hold), and the fingerprint of that
-// body.
-type memo struct {
-	r           *recent
+// cachedSession (a memo) is one session's last request: its parse, whose
+// Body is nil (the spans index into a body the memo does not hold), and
+// the fingerprint of that body.
+type cachedSession struct {
+	cache       *sessionCache
 	mu          sync.Mutex // held by the request using it; others skip it
 	conv        *conversation.Conversation
 	fingerprint fingerprint
@@ -59,19 +58,19 @@ type memo struct {
 	pass        map[string]any // what passes keep between requests (pipeline.Request.Memo)
 	msgTokens   []int          // the estimate of each message of conv (promptTokens)
 	model       string         // the model the last request named
-	size        int64          // what the memo holds, in bytes (changed under both r.mu and mu)
-	gone        bool           // removed from r.m (under r.mu)
+	size        int64          // what the memo holds, in bytes (changed under both cache.mu and mu)
+	gone        bool           // removed from cache.m (under cache.mu)
 }
 
-// memoSeed seeds the hashes memos compare bodies with. It is random per
+// hashSeed seeds the hashes memos compare bodies with. It is random per
 // process, so a client cannot craft bodies whose hashes collide.
-var memoSeed = maphash.MakeSeed()
+var hashSeed = maphash.MakeSeed()
 
-// fingerprint is what a memo keeps of a body instead of its bytes: hashes of its
-// pieces, cut at the offsets protocol.Protocol.Stable looks at, so that
-// the next request can be checked against them to find the bytes it
-// repeats, and so that messages can be compared at moved offsets
-// (extendsPrev).
+// fingerprint is what a memo keeps of a body instead of its bytes:
+// hashes of its pieces, cut at the offsets protocol.Protocol.Stable looks
+// at, so that the next request can be checked against them to find the
+// bytes it repeats, and so that messages can be compared at moved
+// offsets (extendsPrev).
 //
 // The cuts are, for each message k of the parse, Span.Start+1 (its first
 // byte) and Span.End: sums[2k] hashes the bytes from the cut before (0 for
@@ -95,8 +94,8 @@ func cut(c *conversation.Conversation, j int) int {
 	return c.Messages[j/2].Span.End
 }
 
-// fill makes p the fingerprint of c (whose Body is set), keeping the first
-// reuse sums, which the caller knows to hash the same bytes.
+// fill makes p the fingerprint of c (whose Body is set), keeping the
+// first reuse sums, which the caller knows to hash the same bytes.
 func (p *fingerprint) fill(c *conversation.Conversation, reuse int) {
 	b := c.Body
 	p.sums = p.sums[:reuse]
@@ -106,10 +105,10 @@ func (p *fingerprint) fill(c *conversation.Conversation, reuse int) {
 	}
 	for j := reuse; j < 2*len(c.Messages); j++ {
 		at := cut(c, j)
-		p.sums = append(p.sums, maphash.Bytes(memoSeed, b[pos:at]))
+		p.sums = append(p.sums, maphash.Bytes(hashSeed, b[pos:at]))
 		pos = at
 	}
-	p.sys = maphash.Bytes(memoSeed, c.Bytes(c.System))
+	p.sys = maphash.Bytes(hashSeed, c.Bytes(c.System))
 	p.last = 0
 	if n := len(c.Messages); n > 0 {
 		p.last = textSum(c, n-1)
@@ -124,7 +123,7 @@ func (p *fingerprint) verify(prev *conversation.Conversation, body []byte) (shar
 	pos := 0
 	for j := range p.sums {
 		at := cut(prev, j)
-		if at > len(body) || maphash.Bytes(memoSeed, body[pos:at]) != p.sums[j] {
+		if at > len(body) || maphash.Bytes(hashSeed, body[pos:at]) != p.sums[j] {
 			return pos, j
 		}
 		pos = at
@@ -137,7 +136,7 @@ func (p *fingerprint) verify(prev *conversation.Conversation, body []byte) (shar
 // other unambiguously.
 func textSum(c *conversation.Conversation, mi int) uint64 {
 	var h maphash.Hash
-	h.SetSeed(memoSeed)
+	h.SetSeed(hashSeed)
 	for _, b := range c.Messages[mi].Blocks {
 		if b.Kind == conversation.Text {
 			h.Write(c.Bytes(b.Text))
@@ -146,31 +145,12 @@ func textSum(c *conversation.Conversation, mi int) uint64 {
 	return h.Sum64()
 }
 
-// memoKey returns the key a request's memo is found under before the
-// request is parsed: its protocol and a client's session header, or,
-// without one, a hash of the start of the conversation
-// (protocol.Protocol.QuickKey). "" means the request is not remembered.
-// Conversations that start alike (subagents given the same task) share a
-// key: that only costs speed, since a memo is used only for what a body
-// verifiably repeats.
-func memoKey(proto protocol.Protocol, h http.Header, body []byte) string {
-	for _, name := range session.Headers {
-		if v := h.Get(name); v != "" {
-			return proto.Name() + "|" + name + ":" + v
-		}
-	}
-	if k, ok := proto.QuickKey(memoSeed, body); ok {
-		return proto.Name() + "|p:" + strconv.FormatUint(k, 16)
-	}
-	return ""
-}
-
 // slots is how many memos one key may have: conversations that share a
 // key (requests without a session header that start alike, subagents
 // under their session's header) each keep their own.
 const slots = 4
 
-// slotKey names slot i of key in recent.m.
+// slotKey names slot i of key in sessionCache.m.
 func slotKey(key string, i int) string {
 	if i == 0 {
 		return key
@@ -188,11 +168,11 @@ func slotKey(key string, i int) string {
 // first); if the request only starts as one does (another conversation),
 // an empty slot, else the least recently used memo; if it starts as none
 // does, the most recently used.
-func (r *recent) acquire(key string, body []byte) *memo {
+func (r *sessionCache) acquire(key string, body []byte) *cachedSession {
 	if key == "" || r.max <= 0 {
 		return nil
 	}
-	var held [slots]*memo // the key's memos locked here
+	var held [slots]*cachedSession // the key's memos locked here
 	free := held[:0]
 	empty := -1
 	r.mu.Lock()
@@ -210,11 +190,11 @@ func (r *recent) acquire(key string, body []byte) *memo {
 	r.mu.Unlock()
 	// The memo the body repeats furthest: verified in order of how much
 	// each could share, until one is repeated whole.
-	slices.SortFunc(free, func(a, b *memo) int { return cmp.Compare(b.reach(), a.reach()) })
+	slices.SortFunc(free, func(a, b *cachedSession) int { return cmp.Compare(b.reach(), a.reach()) })
 	for _, m := range free {
 		m.shared, m.verified = 0, 0 // until verified
 	}
-	var best *memo
+	var best *cachedSession
 	for _, m := range free {
 		if m.conv != nil {
 			m.shared, m.verified = m.fingerprint.verify(m.conv, body)
@@ -226,7 +206,7 @@ func (r *recent) acquire(key string, body []byte) *memo {
 			break // none after it can share more
 		}
 	}
-	var use *memo
+	var use *cachedSession
 	switch {
 	case best != nil && best.conv != nil && best.verified >= len(best.fingerprint.sums)-1:
 		use = best // the request continues it
@@ -238,13 +218,13 @@ func (r *recent) acquire(key string, body []byte) *memo {
 			use = r.add(slotKey(key, empty))
 		}
 		if use == nil {
-			use = pick(free, func(a, b *memo) bool { return a.used.Before(b.used) })
+			use = pick(free, func(a, b *cachedSession) bool { return a.used.Before(b.used) })
 		}
 	default:
 		// Nothing the request starts with matches, as when the model
 		// changed: the most recently used memo, as the same session's
 		// (extendsPrev compares its messages at their moved offsets).
-		use = pick(free, func(a, b *memo) bool { return a.used.After(b.used) })
+		use = pick(free, func(a, b *cachedSession) bool { return a.used.After(b.used) })
 		if use == nil && empty >= 0 {
 			use = r.add(slotKey(key, empty))
 		}
@@ -258,8 +238,8 @@ func (r *recent) acquire(key string, body []byte) *memo {
 }
 
 // pick returns the memo of ms that comes first by less, or nil.
-func pick(ms []*memo, less func(a, b *memo) bool) *memo {
-	var p *memo
+func pick(ms []*cachedSession, less func(a, b *cachedSession) bool) *cachedSession {
+	var p *cachedSession
 	for _, m := range ms {
 		if p == nil || less(m, p) {
 			p = m
@@ -269,7 +249,7 @@ func pick(ms []*memo, less func(a, b *memo) bool) *memo {
 }
 
 // reach is how many bytes of a body the memo could be found to share.
-func (m *memo) reach() int {
+func (m *cachedSession) reach() int {
 	if m.conv == nil || len(m.conv.Messages) == 0 {
 		return 0
 	}
@@ -278,13 +258,13 @@ func (m *memo) reach() int {
 
 // add puts a new memo under key, locked, making room if needed; nil when
 // every memo is in use or key was taken meanwhile.
-func (r *recent) add(key string) *memo {
+func (r *sessionCache) add(key string) *cachedSession {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m[key] != nil || len(r.m) >= r.max && !r.evictLocked(nil) {
 		return nil
 	}
-	m := &memo{r: r, used: r.now()}
+	m := &cachedSession{cache: r, used: r.now()}
 	m.mu.Lock()
 	r.m[key] = m
 	return m
@@ -292,8 +272,8 @@ func (r *recent) add(key string) *memo {
 
 // evictLocked drops the least recently used memo that is not in use and
 // is not keep, and reports whether it found one. r.mu is held.
-func (r *recent) evictLocked(keep *memo) bool {
-	var oldest *memo
+func (r *sessionCache) evictLocked(keep *cachedSession) bool {
+	var oldest *cachedSession
 	var key string
 	for k, m := range r.m {
 		if m == keep || (oldest != nil && !m.used.Before(oldest.used)) {
@@ -315,7 +295,7 @@ func (r *recent) evictLocked(keep *memo) bool {
 }
 
 // removeLocked forgets memo m (held by the caller) under key. r.mu is held.
-func (r *recent) removeLocked(key string, m *memo) int64 {
+func (r *sessionCache) removeLocked(key string, m *cachedSession) int64 {
 	freed := m.size
 	m.drop()
 	r.bytes -= freed
@@ -328,7 +308,7 @@ func (r *recent) removeLocked(key string, m *memo) int64 {
 // parse parses body with proto, reusing what the memo holds (the memo's
 // key names the protocol): the messages of the remembered parse that lie
 // within the bytes body verifiably repeats (fingerprint.verify).
-func (m *memo) parse(proto protocol.Protocol, body []byte) (*conversation.Conversation, int, error) {
+func (m *cachedSession) parse(proto protocol.Protocol, body []byte) (*conversation.Conversation, int, error) {
 	if m == nil || m.conv == nil {
 		c, err := proto.Parse(body)
 		return c, 0, err
@@ -352,7 +332,7 @@ func (m *memo) parse(proto protocol.Protocol, body []byte) (*conversation.Conver
 // request is done). c must not be released by the caller afterwards. If
 // the memo would not fit the byte bound even alone, or was evicted
 // meanwhile, it keeps nothing; otherwise older memos make room.
-func (m *memo) keep(c *conversation.Conversation, body []byte) {
+func (m *cachedSession) keep(c *conversation.Conversation, body []byte) {
 	// The pieces verified before a cut that c shares with the previous
 	// parse hash the same bytes.
 	reuse := 0
@@ -368,7 +348,7 @@ func (m *memo) keep(c *conversation.Conversation, body []byte) {
 	c.Body = nil
 	m.conv = c
 	size := int64(c.Footprint()) + int64(8*cap(m.fingerprint.sums)) + int64(8*cap(m.msgTokens)) + int64(pipeline.MemoFootprint(m.pass))
-	r := m.r
+	r := m.cache
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m.used = r.now()
@@ -385,7 +365,7 @@ func (m *memo) keep(c *conversation.Conversation, body []byte) {
 }
 
 // drop forgets everything.
-func (m *memo) drop() {
+func (m *cachedSession) drop() {
 	if m.conv != nil {
 		m.conv.Release()
 	}
@@ -395,8 +375,8 @@ func (m *memo) drop() {
 
 // forget drops what the memo holds (after a failed request: what passes
 // kept may belong to it), keeping its place.
-func (m *memo) forget() {
-	r := m.r
+func (m *cachedSession) forget() {
+	r := m.cache
 	r.mu.Lock()
 	r.bytes -= m.size
 	m.size = 0
@@ -406,7 +386,7 @@ func (m *memo) forget() {
 
 // passes returns the memory passes keep between the session's requests,
 // or nil without a memo.
-func (m *memo) passes() map[string]any {
+func (m *cachedSession) passes() map[string]any {
 	if m == nil {
 		return nil
 	}
@@ -417,7 +397,7 @@ func (m *memo) passes() map[string]any {
 }
 
 // release unlocks a memo acquired by acquire.
-func (m *memo) release() {
+func (m *cachedSession) release() {
 	if m != nil {
 		m.mu.Unlock()
 	}
@@ -425,7 +405,7 @@ func (m *memo) release() {
 
 // sweep forgets the memos unused for longer than the idle bound (all of
 // them when it is 0) and returns the bytes freed.
-func (r *recent) sweep() int64 {
+func (r *sessionCache) sweep() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -440,7 +420,7 @@ func (r *recent) sweep() int64 {
 }
 
 // usage reports how many memos there are and the bytes they hold.
-func (r *recent) usage() (n int, bytes int64) {
+func (r *sessionCache) usage() (n int, bytes int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.m), r.bytes
@@ -449,7 +429,7 @@ func (r *recent) usage() (n int, bytes int64) {
 // dropAll forgets every session's memo. A memo a request holds is only
 // unlinked: that request finishes with it, its keep sees it gone and
 // keeps nothing, and nobody acquires it again.
-func (r *recent) dropAll() {
+func (r *sessionCache) dropAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, m := range r.m {

@@ -1,15 +1,9 @@
-package ctxguard
+package engine
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
-	"github.com/ctxguard/ctxguard/internal/shareddata"
-	"github.com/ctxguard/ctxguard/pass"
-	"github.com/ctxguard/ctxguard/tools/estimator"
-	"github.com/ctxguard/ctxguard/tools/transcript"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +12,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ctxguard/ctxguard/internal/shareddata"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/tools/estimator"
+	"github.com/ctxguard/ctxguard/tools/transcript"
+
+	"github.com/ctxguard/ctxguard/internal/guardtest"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
@@ -83,11 +84,11 @@ func generated(t testing.TB, p protocol.Protocol, seeds int, turns int) [][][]by
 }
 
 func TestCompactionSmoke(t *testing.T) {
-	for _, p := range Protocols() {
+	for _, p := range protocols {
 		t.Run(p.Name(), func(t *testing.T) {
 			cfg := smallWindow()
 			st := store.NewMemory()
-			g := newGuard(t, cfg, WithStore(st), WithSummarizer(&fakeSummarizer{}))
+			g := newEngine(t, cfg, withStore(st), withSummarizer(&fakeSummarizer{}))
 			h := http.Header{"X-Claude-Code-Session-Id": {"s"}}
 			for si, bodies := range generated(t, p, 2, 150) {
 				compactions, events := 0, 0
@@ -183,7 +184,7 @@ func compactionStream(t testing.TB) [][]byte {
 	return generated(t, anthropic.Protocol, 1, 300)[0]
 }
 
-var oneSession = sessionHeader(0)
+var oneSession = guardtest.SessionHeader(0)
 
 // TestCompactionReadyInTime: with the summary written before the session
 // reaches swap, every compaction carries the model's summary, one call
@@ -191,7 +192,7 @@ var oneSession = sessionHeader(0)
 func TestCompactionReadyInTime(t *testing.T) {
 	sum := &ctlSummarizer{mode: "fast"}
 	st := store.NewMemory()
-	g := newGuard(t, smallWindow(), WithStore(st), WithSummarizer(sum))
+	g := newEngine(t, smallWindow(), withStore(st), withSummarizer(sum))
 	seen := map[string]bool{}
 	for i, b := range compactionStream(t) {
 		res := g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, b)
@@ -227,7 +228,7 @@ func TestCompactionLateThenWait(t *testing.T) {
 	sum := &ctlSummarizer{mode: "block", release: make(chan struct{})}
 	cfg := smallWindow()
 	pass.Update(&cfg.Passes, func(s *compact.Config) { s.Wait = time.Minute })
-	g := newGuard(t, cfg, WithStore(store.NewMemory()), WithSummarizer(sum))
+	g := newEngine(t, cfg, withStore(store.NewMemory()), withSummarizer(sum))
 	waited := false
 	for i, b := range compactionStream(t) {
 		done := make(chan Result, 1)
@@ -263,7 +264,7 @@ func TestCompactionFallback(t *testing.T) {
 			sum := &ctlSummarizer{mode: mode, release: make(chan struct{})}
 			cfg := smallWindow()
 			pass.Update(&cfg.Passes, func(s *compact.Config) { s.Wait = 50 * time.Millisecond })
-			g := newGuard(t, cfg, WithStore(store.NewMemory()), WithSummarizer(sum))
+			g := newEngine(t, cfg, withStore(store.NewMemory()), withSummarizer(sum))
 			var first string
 			after := 0
 			for i, b := range compactionStream(t) {
@@ -302,7 +303,7 @@ func TestCompactionConcurrent(t *testing.T) {
 	k := -1
 	for i, b := range bodies {
 		sum := &ctlSummarizer{mode: "fast"}
-		g := newGuard(t, smallWindow(), WithStore(store.NewMemory()), WithSummarizer(sum))
+		g := newEngine(t, smallWindow(), withStore(store.NewMemory()), withSummarizer(sum))
 		g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, b)
 		g.current().compactPass().WaitIdle()
 		if sum.count() > 0 {
@@ -314,7 +315,7 @@ func TestCompactionConcurrent(t *testing.T) {
 		t.Fatal("no request starts a summary")
 	}
 	fresh := &ctlSummarizer{mode: "block", release: make(chan struct{})}
-	g2 := newGuard(t, smallWindow(), WithStore(store.NewMemory()), WithSummarizer(fresh))
+	g2 := newEngine(t, smallWindow(), withStore(store.NewMemory()), withSummarizer(fresh))
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Add(1)
@@ -337,7 +338,7 @@ func TestCompactionConcurrent(t *testing.T) {
 // without calling a summarizer again.
 func TestCompactionRestartSameBytes(t *testing.T) {
 	st := store.NewMemory()
-	a := newGuard(t, smallWindow(), WithStore(st), WithSummarizer(&ctlSummarizer{mode: "fast"}))
+	a := newEngine(t, smallWindow(), withStore(st), withSummarizer(&ctlSummarizer{mode: "fast"}))
 	bodies := compactionStream(t)
 	var sent [][]byte
 	compacted := 0
@@ -353,7 +354,7 @@ func TestCompactionRestartSameBytes(t *testing.T) {
 		t.Fatal("nothing was compacted")
 	}
 	other := &ctlSummarizer{mode: "fail"}
-	b := newGuard(t, smallWindow(), WithStore(st), WithSummarizer(other))
+	b := newEngine(t, smallWindow(), withStore(st), withSummarizer(other))
 	for i, body := range bodies {
 		res := b.RewriteBody(context.Background(), anthropic.Protocol, oneSession, body)
 		if !bytes.Equal(res.Body, sent[i]) {
@@ -378,9 +379,9 @@ func TestCompactionFleet(t *testing.T) {
 	sb := &ctlSummarizer{mode: "block", release: release}
 	cfg := smallWindow()
 	pass.Update(&cfg.Passes, func(s *compact.Config) { s.Wait = time.Minute })
-	guards := []*Guard{
-		newGuard(t, cfg, WithStore(st), WithSummarizer(sa)),
-		newGuard(t, cfg, WithStore(st), WithSummarizer(sb)),
+	guards := []*Engine{
+		newEngine(t, cfg, withStore(st), withSummarizer(sa)),
+		newEngine(t, cfg, withStore(st), withSummarizer(sb)),
 	}
 	calls := func() int { return sa.count() + sb.count() }
 	seen := map[string]bool{}
@@ -433,7 +434,7 @@ func TestCompactionFleet(t *testing.T) {
 func BenchmarkCompactionSwap(b *testing.B) {
 	bodies := compactionStream(b)
 	st := store.NewMemory()
-	g := newGuard(b, smallWindow(), WithStore(st), WithSummarizer(&ctlSummarizer{mode: "fast"}))
+	g := newEngine(b, smallWindow(), withStore(st), withSummarizer(&ctlSummarizer{mode: "fast"}))
 	k := -1
 	for i, body := range bodies {
 		if res := g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, body); res.Compaction != "" {
@@ -454,7 +455,7 @@ func BenchmarkCompactionSwap(b *testing.B) {
 			b.SetBytes(int64(len(bodies[tc.at])))
 			for b.Loop() {
 				b.StopTimer()
-				g := newGuard(b, smallWindow(), WithStore(st), WithSummarizer(&ctlSummarizer{mode: "fast"}))
+				g := newEngine(b, smallWindow(), withStore(st), withSummarizer(&ctlSummarizer{mode: "fast"}))
 				g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, bodies[tc.at-1])
 				b.StartTimer()
 				res := g.RewriteBody(context.Background(), anthropic.Protocol, oneSession, bodies[tc.at])
@@ -491,11 +492,11 @@ func TestRecoverLearnsAndCompacts(t *testing.T) {
 	cfg := config.Defaults() // a 200K window: nothing is compacted on its own
 	pass.Update(&cfg.Passes, func(s *compact.Config) { s.Wait = 100 * time.Millisecond })
 	st := store.NewMemory()
-	g := newGuard(t, cfg, WithStore(st), WithSummarizer(&ctlSummarizer{mode: "block", release: make(chan struct{})}))
+	g := newEngine(t, cfg, withStore(st), withSummarizer(&ctlSummarizer{mode: "block", release: make(chan struct{})}))
 	bodies := compactionStream(t)
 	k := len(bodies) * 2 / 3
 	req := httptest.NewRequest(http.MethodPost, "/v1/messages", nil)
-	req.Header = sessionHeader(1)
+	req.Header = guardtest.SessionHeader(1)
 	out := g.Rewrite(context.Background(), req, anthropic.Protocol, bodies[k])
 	if out.Recover == nil {
 		t.Fatal("no Recover on a rewritten request")
@@ -535,74 +536,11 @@ func TestRecoverLearnsAndCompacts(t *testing.T) {
 	retry.Release()
 	// The next request, on this Guard and on a restarted one, is
 	// compacted as the retry was.
-	next := g.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(1), bodies[k+1])
-	g2 := newGuard(t, cfg, WithStore(st), WithSummarizer(&ctlSummarizer{mode: "block", release: make(chan struct{})}))
-	again := g2.RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(1), bodies[k+1])
+	next := g.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(1), bodies[k+1])
+	g2 := newEngine(t, cfg, withStore(st), withSummarizer(&ctlSummarizer{mode: "block", release: make(chan struct{})}))
+	again := g2.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(1), bodies[k+1])
 	if summaryOf(next.Body) == "" || !bytes.Equal(next.Body, again.Body) {
 		t.Fatalf("after the lesson: summary %q, restarted Guard same bytes %v", summaryOf(next.Body), bytes.Equal(next.Body, again.Body))
-	}
-}
-
-// TestRecoverThroughProxy: the Guard's handler in front of an upstream
-// whose window is smaller than ctxguard believes: the upstream refuses
-// the request as too long, ctxguard compacts it and retries once, and the
-// client gets the answer with X-Ctxguard-Recovered: 1. Exactly two
-// requests reach the upstream; the retry fits.
-func TestRecoverThroughProxy(t *testing.T) {
-	bodies := compactionStream(t)
-	body := bodies[len(bodies)*2/3]
-	cfg := config.Defaults()
-	// The upstream's real window, in ctxguard's tokens: below what
-	// ctxguard sends for the request.
-	limit := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), anthropic.Protocol, sessionHeader(4), body).TokensAfter * 4 / 5
-	fake := anthropictest.New(anthropictest.Options{})
-	var mu sync.Mutex
-	var sizes []int
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		n := tokens.Estimate(b)
-		mu.Lock()
-		sizes = append(sizes, n)
-		mu.Unlock()
-		if n > limit {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			fmt.Fprintf(w, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: %d tokens > %d maximum"}}`, n, limit)
-			return
-		}
-		fake.ServeHTTP(w, r)
-	}))
-	defer up.Close()
-	cfg.Upstreams = config.Upstreams{Anthropic: up.URL, OpenAI: up.URL}
-	g := newGuard(t, cfg, WithSummarizer(&ctlSummarizer{mode: "block", release: make(chan struct{})}))
-	h, err := g.Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", bytes.NewReader(body))
-	req.Header = sessionHeader(4)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Anthropic-Version", "2023-06-01")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	answer, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK || res.Header.Get("X-Ctxguard-Recovered") != "1" {
-		t.Fatalf("status %d, recovered %q: %s", res.StatusCode, res.Header.Get("X-Ctxguard-Recovered"), answer)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(sizes) != 2 || sizes[0] <= limit || sizes[1] > limit {
-		t.Fatalf("the upstream got %v tokens (limit %d): want one refused request and one retry that fits", sizes, limit)
-	}
-	// The headers describe the retry, the body that got the answer.
-	if h := res.Header.Get("X-Ctxguard-Tokens-After"); h != strconv.Itoa(sizes[1]) {
-		t.Errorf("X-Ctxguard-Tokens-After %s, want the retry's %d (the first attempt had %d)", h, sizes[1], sizes[0])
 	}
 }
 
@@ -638,9 +576,9 @@ func TestMarginCoversEstimator(t *testing.T) {
 // it is rewritten exactly as a fresh Guard rewrites it.
 func TestClientCompactionPassesThrough(t *testing.T) {
 	cfg := smallWindow()
-	g := newGuard(t, cfg, WithStore(store.NewMemory()), WithSummarizer(&ctlSummarizer{mode: "fast"}))
+	g := newEngine(t, cfg, withStore(store.NewMemory()), withSummarizer(&ctlSummarizer{mode: "fast"}))
 	bodies := compactionStream(t)
-	h := sessionHeader(5)
+	h := guardtest.SessionHeader(5)
 	for _, b := range bodies[:120] {
 		g.RewriteBody(context.Background(), anthropic.Protocol, h, b)
 		g.current().compactPass().WaitIdle()
@@ -660,7 +598,7 @@ func TestClientCompactionPassesThrough(t *testing.T) {
 	// After it: a short history that starts with the client's summary.
 	after := []byte(`{"model":"claude-opus-4-5","max_tokens":1000,"messages":[{"role":"user","content":"This session is being continued from a previous conversation. Summary: ..."},{"role":"assistant","content":"Continuing."},{"role":"user","content":"go on"}]}`)
 	got := g.RewriteBody(context.Background(), anthropic.Protocol, h, after)
-	want := newGuard(t, cfg, WithStore(store.NewMemory())).RewriteBody(context.Background(), anthropic.Protocol, h, after)
+	want := newEngine(t, cfg, withStore(store.NewMemory())).RewriteBody(context.Background(), anthropic.Protocol, h, after)
 	if got.Err != nil || !bytes.Equal(got.Body, want.Body) || got.Compaction != "" {
 		t.Fatalf("after the client's compaction: err %v, same as a fresh Guard %v, compaction %q", got.Err, bytes.Equal(got.Body, want.Body), got.Compaction)
 	}
@@ -695,7 +633,7 @@ func TestCompactionReadsStoreOnce(t *testing.T) {
 	st := &getCounter{Store: store.NewMemory()}
 	cfg := smallWindow()
 	pass.Update(&cfg.Passes, func(s *compact.Config) { s.Wait = 0 })
-	g := newGuard(t, cfg, WithStore(st), WithSummarizer(&ctlSummarizer{mode: "fail"}))
+	g := newEngine(t, cfg, withStore(st), withSummarizer(&ctlSummarizer{mode: "fail"}))
 	most, compacted := 0, 0
 	for i, b := range compactionStream(t) {
 		st.take()
@@ -739,8 +677,8 @@ func TestLearnedLimitsShared(t *testing.T) {
 	clk := storetest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	mem := store.NewMemory()
 	down := &pifFailing{Store: mem, fail: true}
-	a := newGuard(t, smallWindow(), WithStore(mem), WithClock(clk.Now))
-	b := newGuard(t, smallWindow(), WithStore(down), WithClock(clk.Now))
+	a := newEngine(t, smallWindow(), withStore(mem), withClock(clk.Now))
+	b := newEngine(t, smallWindow(), withStore(down), withClock(clk.Now))
 	info := model.Info{ID: "claude-sonnet-4-5", Window: 40_000, MaxOutput: 4_000}
 	over := protocol.Overflow{Tokens: 40_000, Limit: 30_000}
 
@@ -764,7 +702,7 @@ func TestLearnedLimitsShared(t *testing.T) {
 }
 
 // compactPass returns the compaction pass s runs, or nil.
-func (s *setup) compactPass() *compact.Pass {
+func (s *compiled) compactPass() *compact.Pass {
 	for _, p := range s.built.Passes() {
 		if cp, ok := p.(*compact.Pass); ok {
 			return cp

@@ -1,4 +1,4 @@
-package ctxguard
+package serve
 
 import (
 	"bytes"
@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/guardtest"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/ctxguard/ctxguard/store/redis/redistest"
 )
 
 // localTypes is the media type each local route answers with, by the
-// pattern it is registered under (Guard.local). A route registered
+// pattern it is registered under (Server.local). A route registered
 // without an entry here fails TestLocalHeaders.
 var localTypes = map[string]string{
 	"GET /healthz":                              "text/plain",
@@ -47,7 +48,7 @@ var localTypes = map[string]string{
 }
 
 // TestLocalHeaders walks every route of the local endpoints (the patterns
-// Guard.local registers, so a new route is walked without being listed
+// Server.local registers, so a new route is walked without being listed
 // here), their errors, and the errors the proxy writes itself, through
 // the Guard's handler: every answer says what it is (Content-Type) and
 // forbids browsers to guess (X-Content-Type-Options: nosniff).
@@ -56,7 +57,7 @@ func TestLocalHeaders(t *testing.T) {
 	cfg.AuthToken = "0123456789abcdef-local-headers"
 	cfg.MaxBody = 1 << 20
 	cfg.Routes = map[string]string{"gone": "http://" + redistest.ClosedPort(t)}
-	g, srv, up := serveGuard(t, cfg)
+	g, srv, up := serveProxy(t, cfg)
 	auth := http.Header{"X-Ctxguard-Token": {cfg.AuthToken}}
 	do := func(method, path string, h http.Header, body []byte) *http.Response {
 		t.Helper()
@@ -97,21 +98,21 @@ func TestLocalHeaders(t *testing.T) {
 
 	// One exchange, so that a session, a request and a blob exist.
 	res := do("POST", "/v1/messages", http.Header{"X-Ctxguard-Token": {cfg.AuthToken}, "Content-Type": {"application/json"},
-		"X-Claude-Code-Session-Id": {"local-headers"}}, bigResult())
+		"X-Claude-Code-Session-Id": {"local-headers"}}, guardtest.BigResult())
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	blob := store.ID([]byte("a kept blob"))
-	if err := g.Store().PutBlob(context.Background(), blob, []byte("a kept blob")); err != nil {
+	if err := g.store.PutBlob(context.Background(), blob, []byte("a kept blob")); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 200 && len(g.sessions.list()) == 0; i++ {
+	for i := 0; i < 200 && len(g.obs.Sessions.List()) == 0; i++ {
 		time.Sleep(5 * time.Millisecond) // the record is published after the answer
 	}
-	sessions := g.sessions.list()
+	sessions := g.obs.Sessions.List()
 	if len(up.MessagesRequests()) != 1 || len(sessions) != 1 {
 		t.Fatalf("the exchange: %d upstream requests, %d sessions", len(up.MessagesRequests()), len(sessions))
 	}
-	params := strings.NewReplacer("{id}", blob, "{sig}", g.current().keys.SignBlob(blob), "{key}", url.PathEscape(sessions[0].Key), "{seq}", "1", "{file}", "app.js", "{$}", "")
+	params := strings.NewReplacer("{id}", blob, "{sig}", g.engine.Keys().SignBlob(blob), "{key}", url.PathEscape(sessions[0].Key), "{seq}", "1", "{file}", "app.js", "{$}", "")
 
 	g.Local()
 	if len(g.localRoutes) < len(localTypes) {
@@ -186,11 +187,11 @@ func TestLocalHeaders(t *testing.T) {
 func TestLocalErrorShape(t *testing.T) {
 	cfg := config.Defaults()
 	cfg.Local.Access = "off"
-	off := newGuard(t, cfg)
-	on := newGuard(t, config.Defaults())
+	off := newServer(t, cfg)
+	on := newServer(t, config.Defaults())
 	for _, tc := range []struct {
 		name   string
-		g      *Guard
+		g      *Server
 		path   string
 		h      http.Header
 		status int

@@ -1,68 +1,16 @@
-package ctxguard
+package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/protocol"
-	"github.com/ctxguard/ctxguard/proxy"
-	"github.com/ctxguard/ctxguard/record"
 	"github.com/ctxguard/ctxguard/store"
 )
-
-// Overflow recovery. When the upstream refuses a request as too long
-// before any byte of its answer reached the client, the proxy calls the
-// Outcome's Recover: the Guard learns the model's real limit from the
-// error, rewrites the client's body again under it (compacting with the
-// summary that is ready, or the extractive one: no waiting), and the
-// proxy retries once with that body.
-
-// recoverer returns the Recover function for a request whose first
-// rewrite was res, recorded in rec and described to the client by hdr.
-// Once the retry's answer arrives (proxy.Retry.Sent), both take the
-// retry's figures: they describe the body whose answer the client gets.
-// body is the client's body: the proxy keeps it until the exchange ends,
-// which is after Recover returns.
-func (g *Guard) recoverer(s *setup, proto protocol.Protocol, h http.Header, body []byte, res Result, rec *record.Exchange, hdr http.Header) func(context.Context, protocol.Overflow) (proxy.Retry, error) {
-	info, sent := res.Model, res.TokensAfter
-	return func(ctx context.Context, o protocol.Overflow) (proxy.Retry, error) {
-		g.limits.learn(ctx, g, info, o, sent)
-		r := g.rewrite(ctx, s, proto, h, body, outBufs.get, true)
-		if r.Err != nil || !r.Changed || r.TokensAfter >= sent {
-			if r.Changed {
-				outBufs.put(r.Body)
-			}
-			g.log.Warn("the upstream found a request too long, and compacting it harder does not make it smaller; forwarding its error",
-				"session", r.Session, "model", info.ID, "tokens", o.Tokens, "limit", o.Limit, "sent_estimate", sent)
-			if r.Err != nil {
-				return proxy.Retry{}, fmt.Errorf("compacting it again failed (error ID %s)", r.ID)
-			}
-			return proxy.Retry{}, fmt.Errorf("compacting it harder leaves %d estimated tokens, no fewer than the %d sent", r.TokensAfter, sent)
-		}
-		g.log.Info("the upstream found a request too long; retrying it compacted", "session", r.Session, "model", info.ID,
-			"tokens", o.Tokens, "limit", o.Limit, "sent_estimate", sent, "retry_estimate", r.TokensAfter)
-		return proxy.Retry{Body: r.Body, Release: func() { outBufs.put(r.Body) }, Sent: func() {
-			rec.TokensAfter, rec.TokensAdded, rec.Passes, rec.Notes, rec.Stubs = r.TokensAfter, r.TokensAdded, r.Passes, r.Notes, r.Stubs
-			g.calibrate(rec)
-			rec.Event = rec.Event || r.Event
-			if rec.Bodies != nil {
-				rec.Bodies.After = bytes.Clone(r.Body)
-			}
-			if r.Compaction != "" {
-				rec.Compaction = r.Compaction
-			}
-			rec.Outcome = record.Rewritten
-			g.describe(hdr, &r, rec)
-		}}, nil
-	}
-}
 
 // learnedLimits are the windows overflow errors taught, per model, in the
 // estimator's tokens: the largest window under which the request that
@@ -95,12 +43,12 @@ func limitKey(id string, n int) string {
 }
 
 // window returns the learned window of model id, or 0.
-func (l *learnedLimits) window(ctx context.Context, g *Guard, id string) int {
+func (l *learnedLimits) window(ctx context.Context, e *Engine, id string) int {
 	if id == "" {
 		return 0
 	}
 	key := model.Canonical(id)
-	now := g.now()
+	now := e.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	le, ok := l.m[key]
@@ -108,7 +56,7 @@ func (l *learnedLimits) window(ctx context.Context, g *Guard, id string) int {
 		return le.window
 	}
 	for le.n < maxLessons {
-		b, err := g.store.Get(ctx, limitKey(id, le.n+1))
+		b, err := e.store.Get(ctx, limitKey(id, le.n+1))
 		if errors.Is(err, store.ErrNotFound) {
 			break
 		}
@@ -135,7 +83,7 @@ func (l *learnedLimits) window(ctx context.Context, g *Guard, id string) int {
 // estimator's tokens, o.Limit × sent / o.Tokens, and the overflow line
 // (window − max output) must sit below that. With no figures in the
 // error, the line goes to 80% of what was sent.
-func (l *learnedLimits) learn(ctx context.Context, g *Guard, info model.Info, o protocol.Overflow, sent int) {
+func (l *learnedLimits) learn(ctx context.Context, e *Engine, info model.Info, o protocol.Overflow, sent int) {
 	if info.ID == "" || sent <= 0 {
 		return
 	}
@@ -144,7 +92,7 @@ func (l *learnedLimits) learn(ctx context.Context, g *Guard, info model.Info, o 
 		line = int(int64(o.Limit) * int64(sent) / int64(o.Tokens))
 	}
 	w := line + info.MaxOutput
-	cur := l.window(ctx, g, info.ID)
+	cur := l.window(ctx, e, info.ID)
 	if cur == 0 {
 		cur = info.Window
 	}
@@ -163,11 +111,11 @@ func (l *learnedLimits) learn(ctx context.Context, g *Guard, info model.Info, o 
 	if le.n >= maxLessons {
 		return
 	}
-	b, stored, err := g.store.PutIfAbsent(ctx, limitKey(info.ID, le.n+1), strconv.AppendInt(nil, int64(w), 10))
+	b, stored, err := e.store.PutIfAbsent(ctx, limitKey(info.ID, le.n+1), strconv.AppendInt(nil, int64(w), 10))
 	if err != nil {
 		// This process uses it anyway; the lesson's number stays free,
 		// so a lesson another instance stores under it is still read.
-		g.log.Warn("storing a learned model limit", "model", info.ID, "err", err)
+		e.log.Warn("storing a learned model limit", "model", info.ID, "err", err)
 		le.window = w
 		l.m[key] = le
 		return
@@ -180,5 +128,5 @@ func (l *learnedLimits) learn(ctx context.Context, g *Guard, info model.Info, o 
 	}
 	le.n, le.window = le.n+1, w
 	l.m[key] = le
-	g.log.Info("learned a model's limit from an overflow error", "model", info.ID, "window", w, "api_tokens", o.Tokens, "api_limit", o.Limit, "estimate", sent)
+	e.log.Info("learned a model's limit from an overflow error", "model", info.ID, "window", w, "api_tokens", o.Tokens, "api_limit", o.Limit, "estimate", sent)
 }

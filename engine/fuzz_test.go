@@ -1,4 +1,4 @@
-package ctxguard
+package engine
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/internal/guardtest"
 	"github.com/ctxguard/ctxguard/pass"
 	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/store"
@@ -28,27 +29,21 @@ func FuzzRewriteBody(f *testing.F) {
 		b, _ := os.ReadFile(p)
 		f.Add(b)
 	}
-	f.Add(bigResult())
+	f.Add(guardtest.BigResult())
 	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":"\u001b[1m"}]}]}`))
-	off := allOff()
+	off := guardtest.AllOff()
 	off.DataDir = f.TempDir()
-	gOff, err := New(off, WithStore(store.NewMemory()))
-	if err != nil {
-		f.Fatal(err)
-	}
+	gOff := newEngine(f, off, withStore(store.NewMemory()))
 	on := config.Defaults()
 	on.DataDir = f.TempDir()
 	pass.Update(&on.Passes, func(s *clearing.Config) {
 		s.Trigger.UnmarshalText([]byte("100"))
 		s.Payback = 0
 	})
-	gOn, err := New(on, WithStore(store.NewMemory()))
-	if err != nil {
-		f.Fatal(err)
-	}
+	gOn := newEngine(f, on, withStore(store.NewMemory()))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		orig := bytes.Clone(body)
-		for _, p := range Protocols() {
+		for _, p := range protocols {
 			if r := gOff.RewriteBody(context.Background(), p, nil, body); !bytes.Equal(r.Body, orig) {
 				t.Fatalf("%s: all rules off changed the body", p.Name())
 			}

@@ -1,4 +1,4 @@
-package ctxguard
+package observe
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/ctxguard/ctxguard/record"
 )
 
-// logExchange is the log's observer of the exchange records: one line
+// Log returns the log's observer of the exchange records: one line
 // per exchange ("exchange"), at info, or warn when a pass failed open, an
 // overflow recovery failed (with its reason) or ctxguard answered with
 // its own error; with log.format json it is one
@@ -18,13 +18,18 @@ import (
 // (refused) or the one of the log line with the failure's detail
 // (failed_open). At debug level the line adds the pass decisions: every
 // pass's edits and bytes, the passes' notes and the stubs' blobs.
-func (g *Guard) logExchange(x *record.Exchange) {
+func Log(log *slog.Logger) record.Observer {
+	return record.ObserverFunc(func(x *record.Exchange) { logExchange(log, x) })
+}
+
+// logExchange writes x's line to log (see Log).
+func logExchange(log *slog.Logger, x *record.Exchange) {
 	ctx := context.Background()
 	level := slog.LevelInfo
 	if x.Outcome == record.FailedOpen || x.Outcome == record.RecoveryFailed || x.Outcome == record.Refused {
 		level = slog.LevelWarn
 	}
-	if !g.log.Enabled(ctx, level) {
+	if !log.Enabled(ctx, level) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 32)
@@ -72,7 +77,7 @@ func (g *Guard) logExchange(x *record.Exchange) {
 		attrs = append(attrs, slog.Group("usage", slog.Int("input", u.Input), slog.Int("cache_read", u.CacheRead),
 			slog.Int("cache_write", u.CacheWrite), slog.Int("output", u.Output)))
 	}
-	if g.log.Enabled(ctx, slog.LevelDebug) {
+	if log.Enabled(ctx, slog.LevelDebug) {
 		// The pass decisions.
 		ps := make([]string, len(x.Passes))
 		for i, p := range x.Passes {
@@ -93,7 +98,7 @@ func (g *Guard) logExchange(x *record.Exchange) {
 			attrs = append(attrs, slog.Any("stub_blobs", ids))
 		}
 	}
-	g.log.LogAttrs(ctx, level, "exchange", attrs...)
+	log.LogAttrs(ctx, level, "exchange", attrs...)
 }
 
 // ms is d in milliseconds, to the microsecond.

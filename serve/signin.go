@@ -1,4 +1,4 @@
-package ctxguard
+package serve
 
 import (
 	"html/template"
@@ -42,8 +42,8 @@ const signInPath = "/ctxguard/signin"
 // (proxy.Options.LocalAuth): the sign-in page, the dashboard's assets, a
 // blob link with its blob's signature, or any /ctxguard/ path with a
 // valid sign-in cookie.
-func (g *Guard) localAuth(r *http.Request) bool {
-	keys := g.current().keys
+func (s *Server) localAuth(r *http.Request) bool {
+	keys := s.engine.Keys()
 	if keys == nil {
 		return false
 	}
@@ -62,7 +62,7 @@ func (g *Guard) localAuth(r *http.Request) bool {
 		return false // the cookie is not for /metrics
 	}
 	c, err := r.Cookie(auth.CookieName)
-	return err == nil && keys.CheckCookie(c.Value, g.now())
+	return err == nil && keys.CheckCookie(c.Value, s.now())
 }
 
 // signedBlob parses the path of a signed blob link,
@@ -81,12 +81,12 @@ func signedBlob(path string) (id, sig string, ok bool) {
 
 // serveSignedBlob serves GET /ctxguard/v1/blobs/{id}/{sig}: the blob, if
 // sig is its signature under auth_token.
-func (g *Guard) serveSignedBlob(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) serveSignedBlob(w http.ResponseWriter, r *http.Request) error {
 	id, sig := r.PathValue("id"), r.PathValue("sig")
-	if !store.ValidID(id) || !g.current().keys.CheckBlob(id, sig) {
+	if !store.ValidID(id) || !s.engine.Keys().CheckBlob(id, sig) {
 		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "ctxguard: no such blob link")
 	}
-	return g.writeBlob(w, r, id)
+	return s.writeBlob(w, r, id)
 }
 
 // signInCSP allows the sign-in page its styles and its form, nothing
@@ -121,8 +121,8 @@ var signInPage = template.Must(template.New("signin").Parse(`<!doctype html>
 const maxSignInForm = 4 << 10
 
 // serveSignInPage serves GET /ctxguard/signin.
-func (g *Guard) serveSignInPage(w http.ResponseWriter, r *http.Request) error {
-	if g.current().keys == nil {
+func (s *Server) serveSignInPage(w http.ResponseWriter, r *http.Request) error {
+	if s.engine.Keys() == nil {
 		http.Redirect(w, r, "/ctxguard/", http.StatusSeeOther) // nothing to sign in to
 		return nil
 	}
@@ -168,9 +168,9 @@ var crossOrigin = http.NewCrossOriginProtection()
 // signIn serves POST /ctxguard/signin: the token, in a form, sets the
 // sign-in cookie and leads to the dashboard; a wrong one shows the page
 // again.
-func (g *Guard) signIn(w http.ResponseWriter, r *http.Request) error {
-	s := g.current()
-	if s.keys == nil {
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request) error {
+	keys := s.engine.Keys()
+	if keys == nil {
 		return protocol.Errorf(http.StatusNotFound, protocol.NotFound, nil, "ctxguard: no auth_token is set; there is nothing to sign in to")
 	}
 	if err := crossOrigin.Check(r); err != nil {
@@ -180,18 +180,18 @@ func (g *Guard) signIn(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !s.keys.Token(form.Get("token")) {
-		g.log.Warn("dashboard sign-in with a wrong token", "remote", r.RemoteAddr)
+	if !keys.Token(form.Get("token")) {
+		s.log.Warn("dashboard sign-in with a wrong token", "remote", r.RemoteAddr)
 		return writeSignIn(w, http.StatusUnauthorized, "That is not this ctxguard's token.")
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     auth.CookieName,
-		Value:    s.keys.Cookie(g.now()),
+		Value:    keys.Cookie(s.now()),
 		Path:     "/ctxguard/",
 		MaxAge:   int(auth.CookieLife.Seconds()),
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
-		Secure:   r.TLS != nil || strings.HasPrefix(s.cfg.PublicURL, "https://"),
+		Secure:   r.TLS != nil || strings.HasPrefix(s.engine.Config().PublicURL, "https://"),
 	})
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, "/ctxguard/", http.StatusSeeOther)

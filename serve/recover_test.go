@@ -1,0 +1,84 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
+	"github.com/ctxguard/ctxguard/internal/guardtest"
+
+	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/tokens"
+)
+
+// TestRecoverThroughProxy: the proxy (Handler) in front of an upstream
+// whose window is smaller than ctxguard believes: the upstream refuses
+// the request as too long, ctxguard compacts it and retries once, and the
+// client gets the answer with X-Ctxguard-Recovered: 1. Exactly two
+// requests reach the upstream; the retry fits.
+func TestRecoverThroughProxy(t *testing.T) {
+	bodies := longSession(t)
+	body := bodies[len(bodies)*2/3]
+	cfg := config.Defaults()
+	// The upstream's real window, in ctxguard's tokens: below what
+	// ctxguard sends for the request.
+	limit := newServer(t, cfg, withStore(store.NewMemory())).engine.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(4), body).TokensAfter * 4 / 5
+	fake := anthropictest.New(anthropictest.Options{})
+	var mu sync.Mutex
+	var sizes []int
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		n := tokens.Estimate(b)
+		mu.Lock()
+		sizes = append(sizes, n)
+		mu.Unlock()
+		if n > limit {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: %d tokens > %d maximum"}}`, n, limit)
+			return
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	defer up.Close()
+	cfg.Upstreams = config.Upstreams{Anthropic: up.URL, OpenAI: up.URL}
+	s := newServer(t, cfg, withSummarizer(blockingSummarizer{}))
+	h, err := s.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", bytes.NewReader(body))
+	req.Header = guardtest.SessionHeader(4)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get("X-Ctxguard-Recovered") != "1" {
+		t.Fatalf("status %d, recovered %q: %s", res.StatusCode, res.Header.Get("X-Ctxguard-Recovered"), answer)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sizes) != 2 || sizes[0] <= limit || sizes[1] > limit {
+		t.Fatalf("the upstream got %v tokens (limit %d): want one refused request and one retry that fits", sizes, limit)
+	}
+	// The headers describe the retry, the body that got the answer.
+	if h := res.Header.Get("X-Ctxguard-Tokens-After"); h != strconv.Itoa(sizes[1]) {
+		t.Errorf("X-Ctxguard-Tokens-After %s, want the retry's %d (the first attempt had %d)", h, sizes[1], sizes[0])
+	}
+}
