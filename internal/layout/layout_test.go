@@ -116,6 +116,7 @@ var offline = []string{
 	"store/storetest",
 	"store/redis/redistest",
 	"internal/testtool",
+	"internal/guardtest",
 	"internal/testclock",
 	"internal/imagetest",
 	"internal/shareddata",
