@@ -29,7 +29,7 @@ import (
 // It is for reporting and for the overflow guard (will this request fit
 // the window?). It must never feed back into how an earlier block was
 // rewritten: rewrite decisions use the uncalibrated Estimate, so that
-// appending turns cannot change them (BRIEF principle 3); compaction keeps
+// appending turns cannot change them (a deterministic, monotone history); compaction keeps
 // OverflowMargin free below the overflow line instead.
 //
 // Models are keyed by model.Canonical, so dated and undated ids share a

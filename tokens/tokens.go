@@ -20,7 +20,8 @@
 // JSON-heavy, digit-heavy or escaped content is dense, which is how the
 // API bills it. The weights (except the CJK one, which the data does not
 // contain) were fitted on the real Claude Code sessions in
-// data/claude-code (see accuracy.go and TestFitWeights). They describe the
+// the shared data's claude-code folder (see TestFitWeights; tools/estimator
+// measures the fit against the sessions' usage). They describe the
 // tokenizer of the Claude 4.5 models those sessions used; Anthropic's
 // model pages say the tokenizer of Claude 4.7 and later counts the same
 // text as about 30% more tokens, which a per-model Calibration learns from
