@@ -218,8 +218,12 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("blob %s links to %q", s.Blob, s.Href)
 		}
 		content := fetch(t, base+s.Href, http.StatusOK)
-		if !slices.Contains(results, content) {
-			t.Errorf("blob %s holds %.80q, no tool result of the session", s.Blob, content)
+		// A stub names a cleared result's blob, or a trimmed round's: the
+		// round's transcript, which holds its results word for word.
+		round := strings.HasPrefix(content, "=== assistant ===") &&
+			slices.ContainsFunc(results, func(r string) bool { return strings.Contains(content, r) })
+		if !slices.Contains(results, content) && !round {
+			t.Errorf("blob %s holds %.80q, neither a tool result of the session nor a round holding one", s.Blob, content)
 		}
 	}
 	slices.Sort(ids)
