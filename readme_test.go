@@ -96,3 +96,36 @@ func TestREADMEInstall(t *testing.T) {
 		t.Error("README: no shell block starts ctxguard")
 	}
 }
+
+// TestREADMEShort: the README starts short. Its first screen (the first
+// 45 lines) says what ctxguard is, gives the two commands, `ctxguard run
+// claude` and where to look; the reference lives in docs/, and every
+// document the README points to exists.
+func TestREADMEShort(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(readme), "\n")
+	first := strings.Join(lines[:min(45, len(lines))], "\n")
+	for _, want := range []string{
+		"ctxguard keeps long-running LLM agent sessions",
+		"go build -o ctxguard ./cmd/ctxguard && ./ctxguard serve",
+		"go test ./...",
+		"./ctxguard run claude",
+		"## Where to look",
+		"(docs/configuration.md)",
+	} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the README's first screen lacks %q", want)
+		}
+	}
+	if len(lines) > 150 {
+		t.Errorf("the README has %d lines; the reference belongs in docs/", len(lines))
+	}
+	for _, m := range regexp.MustCompile(`\]\((docs/[a-z-]+\.(?:md|png))`).FindAllStringSubmatch(string(readme), -1) {
+		if _, err := os.Stat(m[1]); err != nil {
+			t.Errorf("the README points to %s: %v", m[1], err)
+		}
+	}
+}
