@@ -17,19 +17,19 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ctxguard/ctxguard/dashboard/price"
+	"github.com/ctxguard/ctxguard/internal/testclock"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/record"
 )
 
-// clock is a settable test clock.
-type clock struct{ t time.Time }
+// clock is a settable test clock, safe for concurrent use (the
+// dashboard's store writer reads it in the background).
+type clock = testclock.Clock
 
-func (c *clock) Now() time.Time          { return c.t }
-func (c *clock) Advance(d time.Duration) { c.t = c.t.Add(d) }
-func newClock(t time.Time) *clock        { return &clock{t} }
-func at(h, m int) time.Time              { return time.Date(2030, 3, 14, h, m, 0, 0, time.UTC) }
-func approx() cmp.Option                 { return cmpopts.EquateApprox(0, 1e-12) }
+func newClock(t time.Time) *clock { return testclock.New(t) }
+func at(h, m int) time.Time       { return time.Date(2030, 3, 14, h, m, 0, 0, time.UTC) }
+func approx() cmp.Option          { return cmpopts.EquateApprox(0, 1e-12) }
 func usage(in, read, write int) *protocol.Usage {
 	return &protocol.Usage{Input: in, CacheRead: read, CacheWrite: write, Output: 100}
 }

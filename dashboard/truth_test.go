@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,25 +97,25 @@ func TestDryRunTotals(t *testing.T) {
 // memStore is a store.Memory that can be made to fail.
 type memStore struct {
 	*store.Memory
-	fail bool
+	fail atomic.Bool // read by the dashboard's background store reads
 }
 
 var errDown = errors.New("store down")
 
 func (m *memStore) Get(ctx context.Context, k string) ([]byte, error) {
-	if m.fail {
+	if m.fail.Load() {
 		return nil, errDown
 	}
 	return m.Memory.Get(ctx, k)
 }
 func (m *memStore) Put(ctx context.Context, k string, v []byte) error {
-	if m.fail {
+	if m.fail.Load() {
 		return errDown
 	}
 	return m.Memory.Put(ctx, k, v)
 }
 func (m *memStore) PutIfAbsent(ctx context.Context, k string, v []byte) ([]byte, bool, error) {
-	if m.fail {
+	if m.fail.Load() {
 		return nil, false, errDown
 	}
 	return m.Memory.PutIfAbsent(ctx, k, v)
@@ -210,7 +211,8 @@ func TestTodayWrittenByItself(t *testing.T) {
 // today's totals are kept in memory, the overview says what failed, and
 // they are written once the store is back.
 func TestTodayStoreDown(t *testing.T) {
-	st := &memStore{Memory: store.NewMemory(), fail: true}
+	st := &memStore{Memory: store.NewMemory()}
+	st.fail.Store(true)
 	clk := newClock(at(10, 0))
 	d := New(Options{Now: clk.Now, Store: st})
 	feed(d, ex("anthropic:h:a", 10, 5))
@@ -221,7 +223,7 @@ func TestTodayStoreDown(t *testing.T) {
 	if o.Today.Requests != 1 || !strings.Contains(o.TodayError, "store down") {
 		t.Errorf("today %d requests, error %q", o.Today.Requests, o.TodayError)
 	}
-	st.fail = false
+	st.fail.Store(false)
 	if err := d.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
