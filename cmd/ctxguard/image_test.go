@@ -13,7 +13,7 @@ import (
 // screenshotSession is a Claude Code transcript in which the agent reads a
 // screenshot: the tool result holds the image, with b64 as its data.
 func screenshotSession(b64 string) string {
-	const head = `{"parentUuid":%P,"isSidechain":false,"userType":"external","cwd":"/work/app","sessionId":"5f1d7c2e-9a41-4b7e-8e0f-2c6b1d9a7e31","version":"2.1.9","gitBranch":"main",`
+	const head = `{"parentUuid":%P,"isSidechain":false,"userType":"external","cwd":"/home/dev/app","sessionId":"5f1d7c2e-9a41-4b7e-8e0f-2c6b1d9a7e31","version":"2.1.9","gitBranch":"main",`
 	lines := []string{
 		`"type":"user","message":{"role":"user","content":"The dashboard renders the chart twice after a resize. Look at /tmp/shot.jpg."},"uuid":"u1","timestamp":"2026-01-02T10:00:00.000Z"}`,
 		`"message":{"model":"claude-sonnet-4-5-20250929","id":"msg_01A","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_01Xa","name":"Read","input":{"file_path":"/tmp/shot.jpg"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":12000,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":40}},"type":"assistant","uuid":"a1","timestamp":"2026-01-02T10:00:05.000Z"}`,

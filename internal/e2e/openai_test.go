@@ -23,8 +23,8 @@ import (
 	"github.com/ctxguard/ctxguard/proxy"
 )
 
-// The client versions the tests pin (wire facts in /work/research style
-// captures were taken with them).
+// The client versions the tests pin (the captured requests in
+// openai/*/testdata were taken with them).
 const (
 	codexVersion    = "0.169.0"
 	opencodeVersion = "1.18.33"

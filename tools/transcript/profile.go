@@ -46,7 +46,7 @@ type Profile struct {
 	Model string `json:"model"`
 	// ResponsesTools is the tools array of rebuilt Responses API requests
 	// (Codex sessions). The default is the array Codex CLI 0.169.0 sent in
-	// /work/research/captures/codex-first (9 tools, 17 KB: exec_command,
+	// its first request of a captured session (9 tools, 17 KB: exec_command,
 	// write_stdin, request_user_input, view_image, a multi_agent_v1
 	// namespace, get_goal, create_goal, update_goal, web_search), the
 	// schemas of openai/codex (Apache-2.0) as that client sent them.
