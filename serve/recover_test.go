@@ -3,21 +3,17 @@ package serve
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 
-	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/internal/guardtest"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/store"
-	"github.com/ctxguard/ctxguard/tokens"
 )
 
 // TestRecoverThroughProxy: the proxy (Handler) in front of an upstream
@@ -32,25 +28,7 @@ func TestRecoverThroughProxy(t *testing.T) {
 	// The upstream's real window, in ctxguard's tokens: below what
 	// ctxguard sends for the request.
 	limit := newServer(t, cfg, withStore(store.NewMemory())).engine.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(4), body).TokensAfter * 4 / 5
-	fake := anthropictest.New(anthropictest.Options{})
-	var mu sync.Mutex
-	var sizes []int
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		n := tokens.Estimate(b)
-		mu.Lock()
-		sizes = append(sizes, n)
-		mu.Unlock()
-		if n > limit {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			fmt.Fprintf(w, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: %d tokens > %d maximum"}}`, n, limit)
-			return
-		}
-		fake.ServeHTTP(w, r)
-	}))
-	defer up.Close()
+	up, got := tooLongUpstream(t, func() int { return limit })
 	cfg.Upstreams = config.Upstreams{Anthropic: up.URL, OpenAI: up.URL}
 	s := newServer(t, cfg, withSummarizer(blockingSummarizer{}))
 	h, err := s.Handler()
@@ -72,8 +50,7 @@ func TestRecoverThroughProxy(t *testing.T) {
 	if res.StatusCode != http.StatusOK || res.Header.Get("X-Ctxguard-Recovered") != "1" {
 		t.Fatalf("status %d, recovered %q: %s", res.StatusCode, res.Header.Get("X-Ctxguard-Recovered"), answer)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	sizes := got()
 	if len(sizes) != 2 || sizes[0] <= limit || sizes[1] > limit {
 		t.Fatalf("the upstream got %v tokens (limit %d): want one refused request and one retry that fits", sizes, limit)
 	}
