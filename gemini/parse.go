@@ -387,7 +387,8 @@ func (p *parser) block(s span, f *partFields) conversation.Block {
 
 // pair links each functionResponse of a user message to the
 // functionCall of the model message just before it that it answers:
-// the call of the same id when both have one, else the first call of the
+// the call of the same id when both have one (even one another response
+// answered), else the first call of the
 // same name that no other response of the message answered, when the
 // response or the call has no id.
 func pair(c *conv) {
@@ -408,11 +409,14 @@ func pair(c *conv) {
 				}
 				for ci := range calls {
 					cl := &calls[ci]
-					if cl.Kind != conversation.ToolCall || used[ci] {
+					if cl.Kind != conversation.ToolCall || (used[ci] && byID == 1) {
 						continue
 					}
 					var match bool
 					if byID == 0 {
+						// A call already answered may be answered again: the
+						// Gemini CLI repeats the responses of a resumed
+						// session's history.
 						match = !cl.ID.IsZero() && jsonscan.SameString(c.Body, cl.ID, r.ID)
 					} else {
 						match = (r.ID.IsZero() || cl.ID.IsZero()) && jsonscan.SameString(c.Body, cl.Name, r.Name)
