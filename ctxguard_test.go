@@ -41,7 +41,7 @@ func serveGuard(t *testing.T, cfg config.Config) (*Guard, *httptest.Server, *ant
 	t.Helper()
 	up := anthropictest.NewServer(anthropictest.Options{})
 	t.Cleanup(up.Close)
-	cfg.Upstreams = config.Upstreams{Anthropic: up.URL, OpenAI: up.URL}
+	cfg.Upstreams = config.AllUpstreams(up.URL)
 	g := newGuard(t, cfg)
 	h, err := g.Handler()
 	if err != nil {

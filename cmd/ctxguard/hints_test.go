@@ -96,7 +96,7 @@ func TestProbeUpstreams(t *testing.T) {
 	defer up.Close()
 	closed, proxyDown := closedPort(t), closedPort(t)
 	cfg := config.Defaults()
-	cfg.Upstreams = config.Upstreams{Anthropic: "http://" + up.Addr().String(), OpenAI: "http://" + closed + "/api"}
+	cfg.Upstreams = config.Upstreams{Anthropic: "http://" + up.Addr().String(), OpenAI: "http://" + closed + "/api", Gemini: "http://" + closed + "/api"}
 	cfg.Routes = map[string]string{
 		"nowhere": "https://ctxguard-probe.invalid/api", // .invalid never resolves (RFC 6761)
 		"same":    "http://" + up.Addr().String() + "/other",

@@ -232,7 +232,7 @@ type fleet struct {
 func fleetConfig(t *testing.T, up *upstream, storeURL, summarizer string) string {
 	cfg := config.Defaults()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
-	cfg.Upstreams = config.Upstreams{Anthropic: up.url, OpenAI: up.url}
+	cfg.Upstreams = config.AllUpstreams(up.url)
 	cfg.PublicURL = publicURL
 	cfg.Store = storeURL
 	pass.Update(&cfg.Passes, func(s *compact.Config) {

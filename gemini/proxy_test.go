@@ -1,0 +1,229 @@
+package gemini_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctxguard/ctxguard"
+	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/gemini"
+	"github.com/ctxguard/ctxguard/gemini/geminitest"
+	"github.com/ctxguard/ctxguard/internal/guardtest"
+	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/record"
+)
+
+// world is a Guard's proxy in front of the fake Gemini API, with the
+// records it publishes and its log.
+type world struct {
+	up  *geminitest.Server
+	srv *httptest.Server
+	mu  sync.Mutex
+	rec []*record.Exchange
+	log bytes.Buffer
+}
+
+func newWorld(t *testing.T, cfg config.Config, script func(*geminitest.Request) geminitest.Turn) *world {
+	t.Helper()
+	w := &world{up: geminitest.New(geminitest.Options{Script: script})}
+	w.up.Start()
+	t.Cleanup(w.up.Close)
+	cfg.Upstreams = config.AllUpstreams(w.up.URL)
+	cfg.DataDir = t.TempDir()
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &w.log, mu: &w.mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	g, err := ctxguard.New(cfg, ctxguard.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	g.Records().Subscribe(record.ObserverFunc(func(x *record.Exchange) {
+		w.mu.Lock()
+		w.rec = append(w.rec, x)
+		w.mu.Unlock()
+	}))
+	h, err := g.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.srv = httptest.NewServer(h)
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// post sends body to path (with query) as the Gemini CLI does, and
+// returns the answer's status and body.
+func (w *world) post(t *testing.T, pathQuery string, body []byte) (int, []byte, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", w.srv.URL+pathQuery, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Goog-Api-Key", "AIza-secret-header-key")
+	req.Header.Set("X-Goog-Api-Client", "google-genai-sdk/1.30.0 gl-node/v20.20.2")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b, res.Header
+}
+
+// records waits for n records.
+func (w *world) records(t *testing.T, n int) []*record.Exchange {
+	t.Helper()
+	for range 300 {
+		w.mu.Lock()
+		got := append([]*record.Exchange(nil), w.rec...)
+		w.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("fewer than %d records", n)
+	return nil
+}
+
+func captureFiles(t *testing.T) []string {
+	files, err := filepath.Glob("testdata/cli/*.body.json")
+	if err != nil || len(files) == 0 {
+		t.Fatal("no captures", err)
+	}
+	sort.Strings(files)
+	return files
+}
+
+// TestFidelityThroughProxy: with every rule off, the upstream receives
+// each of the real CLI's requests byte for byte, with the client's key
+// header and query, and the answer's usage reaches the record whatever
+// the stream's shape.
+func TestFidelityThroughProxy(t *testing.T) {
+	w := newWorld(t, guardtest.AllOff(), nil)
+	queries := []string{"?alt=sse", "", "?alt=sse&key=AIza-secret-query-key"}
+	for i, f := range captureFiles(t) {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := "/v1beta/models/gemini-3.8-flash:streamGenerateContent" + queries[i%len(queries)]
+		if strings.Contains(f, "route") {
+			path = "/v1beta/models/gemini-3.5-flash-lite:generateContent"
+		}
+		status, _, _ := w.post(t, path, body)
+		if status != 200 {
+			t.Fatalf("%s: status %d", f, status)
+		}
+		reqs := w.up.Requests()
+		got := reqs[len(reqs)-1]
+		if !bytes.Equal(got.Body, body) {
+			t.Errorf("%s: the upstream got another body", f)
+		}
+		if got.Header.Get("X-Goog-Api-Key") != "AIza-secret-header-key" || "?"+got.Query != path[strings.IndexByte(path+"?", '?'):] && got.Query != "" {
+			t.Errorf("%s: key header %q, query %q", f, got.Header.Get("X-Goog-Api-Key"), got.Query)
+		}
+	}
+	recs := w.records(t, len(captureFiles(t)))
+	for _, x := range recs {
+		if x.Protocol != "gemini" || x.Usage == nil || x.Usage.PromptTokens() == 0 || !strings.HasPrefix(x.Model, "gemini-3.") {
+			t.Errorf("record %s %s: protocol %q model %q usage %+v", x.Path, x.Protocol, x.Protocol, x.Model, x.Usage)
+		}
+	}
+	w.mu.Lock()
+	logged := w.log.String()
+	w.mu.Unlock()
+	if strings.Contains(logged, "AIza-secret") {
+		t.Error("the log names a key")
+	}
+}
+
+// TestKeyNeverLogged: an unreachable upstream's error names the URL;
+// neither the log nor the record holds the key query parameter.
+func TestKeyNeverLogged(t *testing.T) {
+	w := newWorld(t, guardtest.AllOff(), nil)
+	w.up.Close() // unreachable from now on
+	body, _ := os.ReadFile(captureFiles(t)[1])
+	status, answer, _ := w.post(t, "/v1beta/models/gemini-3.8-flash:streamGenerateContent?alt=sse&key=AIza-secret-query-key", body)
+	if status != http.StatusBadGateway {
+		t.Fatalf("status %d: %s", status, answer)
+	}
+	if !strings.Contains(string(answer), `"status":"INTERNAL"`) || !strings.Contains(string(answer), `"code":500`) {
+		t.Errorf("the error is not in the API's shape: %s", answer)
+	}
+	recs := w.records(t, 1)
+	w.mu.Lock()
+	logged := w.log.String()
+	w.mu.Unlock()
+	if strings.Contains(logged, "AIza-secret") || strings.Contains(recs[0].Error, "AIza-secret") || !strings.Contains(logged, "streamGenerateContent") {
+		t.Errorf("the key leaked (or nothing was logged):\n%s\nrecord: %s", logged, recs[0].Error)
+	}
+}
+
+// session returns the request of turn n of a Gemini CLI-like session:
+// n rounds of a shell call (its first call signed) and a large output.
+func session(n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"contents":[{"parts":[{"text":"<session_context>\nThis is the Gemini CLI.\n</session_context>"},{"text":"Run the tests until they pass."}],"role":"user"}`)
+	for i := range n {
+		out := strings.Repeat(fmt.Sprintf("PASS test_%d_line ok %d\\n", i, i), 900)
+		fmt.Fprintf(&b, `,{"parts":[{"functionCall":{"id":"run_shell_command_%d_0","args":{"command":"go test ./pkg%d/"},"name":"run_shell_command"},"thoughtSignature":"c2lnLSVk%d"}],"role":"model"}`, i, i, i)
+		fmt.Fprintf(&b, `,{"parts":[{"functionResponse":{"name":"run_shell_command","response":{"output":"%s"},"id":"run_shell_command_%d_0"}}],"role":"user"}`, out, i)
+	}
+	b.WriteString(`],"systemInstruction":{"parts":[{"text":"You are an interactive CLI agent."}],"role":"user"},"tools":[{"functionDeclarations":[{"name":"run_shell_command","description":"Runs a command.","parametersJsonSchema":{"type":"object","properties":{"command":{"type":"string"}}}}]}],"generationConfig":{"temperature":1,"thinkingConfig":{"includeThoughts":true,"thinkingLevel":"HIGH"}}}`)
+	return []byte(b.String())
+}
+
+// TestRewriteThroughProxy: with the defaults and a small window, a long
+// Gemini session is rewritten into valid requests that keep every
+// signature of the parts they keep, and the answers' usage is read.
+func TestRewriteThroughProxy(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Models.Overrides = map[string]model.Limits{"gemini-2.5-pro": {Window: 100_000, MaxOutput: 8_000}}
+	w := newWorld(t, cfg, func(r *geminitest.Request) geminitest.Turn {
+		return geminitest.Turn{Parts: []geminitest.Part{geminitest.Call("run_shell_command", `{"command":"go test"}`, "c2ln")}}
+	})
+	changed := 0
+	for n := 1; n <= 30; n++ {
+		body := session(n)
+		status, answer, hdr := w.post(t, "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", body)
+		if status != 200 {
+			t.Fatalf("turn %d: %d %s", n, status, answer)
+		}
+		reqs := w.up.Requests()
+		sent := reqs[len(reqs)-1].Body
+		if !bytes.Equal(sent, body) {
+			changed++
+		}
+		if err := gemini.ValidateRewrite(body, sent); err != nil {
+			t.Fatalf("turn %d (passes %s): %v", n, hdr.Get("X-Ctxguard-Passes"), err)
+		}
+	}
+	if changed == 0 {
+		t.Fatal("no request was rewritten")
+	}
+	recs := w.records(t, 30)
+	last := recs[len(recs)-1]
+	if last.Model != "gemini-2.5-pro" || last.TokensAfter >= last.TokensBefore || last.Usage == nil {
+		t.Errorf("last record: model %q tokens %d -> %d usage %+v", last.Model, last.TokensBefore, last.TokensAfter, last.Usage)
+	}
+}
