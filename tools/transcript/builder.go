@@ -47,6 +47,10 @@ type Request struct {
 	// Usage is the usage the API reported for the answer, nil if unknown.
 	Usage *Usage
 	Model string
+	// Path is the URL path of a request whose API names the model there
+	// (Gemini: /v1beta/models/{Model}:streamGenerateContent, sent with
+	// ?alt=sse as the Gemini CLI sends it); "" for the other protocols.
+	Path string
 	// Time is when the client sent the request, as the transcript
 	// recorded it: the timestamp of the first record of the answer
 	// (Claude Code's assistant message, Codex's first output item), which

@@ -43,6 +43,11 @@ func newGeminiWriter(system string, tools []byte) *geminiWriter {
 	return &geminiWriter{tail: append(t, '}')}
 }
 
+// geminiPath is the path the Gemini CLI sends a model's requests to.
+func geminiPath(model string) string {
+	return "/v1beta/models/" + model + ":streamGenerateContent"
+}
+
 // geminiContent is one content to write: its role and its parts,
 // comma-joined (empty: none).
 type geminiContent struct {
@@ -126,6 +131,7 @@ func (b *geminiCLIBuilder) request(k int) *Request {
 	if r.Model == "" {
 		r.Model = b.def
 	}
+	r.Path = geminiPath(r.Model)
 	var contents []geminiContent
 	for i := t.Start; i < t.End; i++ {
 		contents = append(contents, b.contents(i, i+1 < t.End)...)
@@ -233,6 +239,7 @@ func (r *geminiRenderer) request(k int) *Request {
 	first := r.start[ai]
 	req := &Request{Index: k, Message: ai, First: first, Usage: r.s.Messages[ai].Usage, Model: r.model, Time: r.s.Messages[ai].Time}
 	req.Reset = k > 0 && r.start[r.asst[k-1]] != first
+	req.Path = geminiPath(req.Model)
 	contents := make([]geminiContent, 0, ai-first)
 	for i := first; i < ai; i++ {
 		role := "user"
