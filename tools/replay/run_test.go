@@ -18,9 +18,9 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/dashboard/chart"
+	"github.com/ctxguard/ctxguard/gemini"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/model"
-	"github.com/ctxguard/ctxguard/gemini"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	"github.com/ctxguard/ctxguard/protocol"
@@ -604,25 +604,13 @@ func TestRunGeminiCLI(t *testing.T) {
 	if len(ss) != 2 {
 		t.Fatalf("%d sessions, want the 2 Gemini CLI recordings", len(ss))
 	}
-	for _, cfg := range []config.Config{config.Defaults(), Off(config.Defaults())} {
-		p, err := GuardPipeline(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := Run(ss, RunOptions{Pipeline: p})
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkSums(t, rep)
-		for _, s := range rep.Sessions {
-			if s.Error != "" || s.Protocol != "gemini" || s.Invalid != 0 || s.Requests != 6 || s.Model != "gemini-3.8-flash" {
-				t.Errorf("%s: protocol %q, model %q, %d requests, %d invalid, error %s", s.ID, s.Protocol, s.Model, s.Requests, s.Invalid, s.Error)
-			}
-			if !pass.Get[clearing.Config](cfg.Passes).Enabled && (s.TokenRatio != 1 || s.CostRatio != 1) {
-				t.Errorf("%s with every rule off: %v %v", s.ID, s.TokenRatio, s.CostRatio)
-			}
+	rep := replayDefaults(t, ss)
+	for _, s := range rep.Sessions {
+		if s.Error != "" || s.Protocol != "gemini" || s.Invalid != 0 || s.Requests != 6 || s.Model != "gemini-3.8-flash" {
+			t.Errorf("%s: protocol %q, model %q, %d requests, %d invalid, error %s", s.ID, s.Protocol, s.Model, s.Requests, s.Invalid, s.Error)
 		}
 	}
+	checkOff(t, ss)
 	if cm := cacheModel(gemini.Protocol, "gemini-3.8-flash", PriceTable{}); !cm.Automatic || cm.Write != 1 || cm.Read != 0.1 {
 		t.Errorf("Gemini's cost model: %+v, want automatic caching, reads 0.1x, no write premium", cm)
 	}
