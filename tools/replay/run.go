@@ -3,18 +3,15 @@ package replay
 import (
 	"context"
 	"fmt"
-	"github.com/ctxguard/ctxguard/tools/estimator"
-	"github.com/ctxguard/ctxguard/tools/validate/allow"
 	"path/filepath"
 	"slices"
 	"time"
-
-	pricing "github.com/ctxguard/ctxguard/dashboard/price"
 
 	"github.com/ctxguard/ctxguard"
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/gemini"
+	"github.com/ctxguard/ctxguard/internal/cachelife"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
@@ -22,8 +19,10 @@ import (
 	"github.com/ctxguard/ctxguard/pass/compact"
 	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
+	"github.com/ctxguard/ctxguard/tools/estimator"
 	"github.com/ctxguard/ctxguard/tools/transcript"
 	"github.com/ctxguard/ctxguard/tools/validate"
+	"github.com/ctxguard/ctxguard/tools/validate/allow"
 )
 
 // Pipeline is what Run replays sessions through.
@@ -139,14 +138,17 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 	}
 	p.New = func(s *transcript.Session, proto protocol.Protocol) (DetailedRewriter, store.Store, error) {
 		mem := store.NewMemory()
-		g, err := ctxguard.New(cfg, ctxguard.WithStore(mem))
+		// The engine times the session's prompt cache by the requests'
+		// own times (a request without one keeps the last).
+		clock := time.Now()
+		g, err := ctxguard.New(cfg, ctxguard.WithStore(mem), ctxguard.WithClock(func() time.Time { return clock }))
 		if err != nil {
 			return nil, nil, err
 		}
 		var stages []*ctxguard.Guard
 		if staged {
 			for _, sc := range stageCfgs {
-				sg, err := ctxguard.New(sc, ctxguard.WithStore(store.NewMemory()))
+				sg, err := ctxguard.New(sc, ctxguard.WithStore(store.NewMemory()), ctxguard.WithClock(func() time.Time { return clock }))
 				if err != nil {
 					return nil, nil, err
 				}
@@ -154,7 +156,10 @@ func GuardPipeline(cfg config.Config) (Pipeline, error) {
 			}
 		}
 		ctx := context.Background()
-		rw := func(body []byte) (Outcome, error) {
+		rw := func(body []byte, at time.Time) (Outcome, error) {
+			if !at.IsZero() {
+				clock = at
+			}
 			res := g.RewriteBody(ctx, proto, nil, body)
 			if res.Skipped != "" {
 				return Outcome{}, fmt.Errorf("not rewritten: %s", res.Skipped)
@@ -252,7 +257,7 @@ type RunOptions struct {
 	// CacheTTL is how long the prompt cache keeps a prefix after its
 	// last use, against the requests' times (Options.Expiry): 0 the
 	// lifetime of each request's provider and model, extended when the
-	// request asks (model.Info.CacheTTL, price.ExtendedCache); a positive
+	// request asks (model.Info.CacheTTL, cachelife.Extended); a positive
 	// duration that lifetime for every request; NeverExpires the
 	// time-blind model.
 	CacheTTL time.Duration
@@ -443,7 +448,7 @@ func expiry(ttl time.Duration) func(Request) (time.Duration, bool) {
 		return nil
 	}
 	return func(r Request) (time.Duration, bool) {
-		ext := pricing.ExtendedCache(r.Body)
+		ext := cachelife.Extended(r.Body)
 		if ttl > 0 {
 			return ttl, ext
 		}

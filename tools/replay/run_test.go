@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxguard/ctxguard/internal/shareddata"
 	"github.com/ctxguard/ctxguard/internal/stub"
@@ -65,7 +66,7 @@ func fakePipeline() Pipeline {
 		Check:  CheckRewrite(ValidateOptions),
 		New: func(*transcript.Session, protocol.Protocol) (DetailedRewriter, store.Store, error) {
 			mem := store.NewMemory()
-			return func(body []byte) (Outcome, error) {
+			return func(body []byte, _ time.Time) (Outcome, error) {
 				c, err := anthropic.Parse(body)
 				if err != nil {
 					return Outcome{}, err
@@ -115,8 +116,8 @@ func TestAllRulesOff(t *testing.T) {
 	changed := 0
 	p.New = func(s *transcript.Session, proto protocol.Protocol) (DetailedRewriter, store.Store, error) {
 		rw, st, err := inner(s, proto)
-		return func(b []byte) (Outcome, error) {
-			out, err := rw(b)
+		return func(b []byte, _ time.Time) (Outcome, error) {
+			out, err := rw(b, time.Time{})
 			if !bytes.Equal(out.Body, b) {
 				changed++
 			}
