@@ -388,6 +388,10 @@ func sessionStream(s *transcript.Session, opt transcript.BuildOptions) ([]Reques
 		case s.Codex != nil && r.Index < len(s.Codex.Turns):
 			t := s.Codex.Turns[r.Index]
 			req.Answer = codexAnswer(s.Codex.Items[t.End:t.Out])
+		case s.Gemini != nil && r.Index < len(s.Gemini.Turns):
+			if end := s.Gemini.Turns[r.Index].End; end < len(s.Gemini.Messages) && s.Gemini.Messages[end].Role == "model" {
+				req.Answer = geminiAnswer(s.Gemini.Messages[end].Parts)
+			}
 		}
 		out = append(out, req)
 		usage = append(usage, r.Usage)
