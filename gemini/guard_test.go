@@ -159,3 +159,58 @@ func TestGuardFailOpen(t *testing.T) {
 		}
 	}
 }
+
+// The thinking guard on a Gemini session whose model changes family (a
+// gateway that serves Claude models on the Gemini API, then a Gemini
+// model): the calls the Claude model made keep their place, and their
+// signatures become the API's skip value, the latest turn's included
+// (Gemini 3 checks the current turn); the Gemini model's own
+// signatures stay. Back on Claude, the Gemini signatures go.
+func TestGuardSignatureFamilies(t *testing.T) {
+	g := newGuard(t, config.Defaults(), t.TempDir())
+	ctx := context.Background()
+	at := func(model string) protocol.Protocol {
+		return gemini.Protocol.(protocol.PathBound).ForPath("/v1beta/models/" + model + ":streamGenerateContent")
+	}
+	user := `{"role":"user","parts":[{"text":"fix the build"}]}`
+	call := func(sig, id string) string {
+		return `{"role":"model","parts":[{"text":"plan","thought":true,"thoughtSignature":"` + sig + `-t"},{"functionCall":{"name":"sh","args":{"c":"make"},"id":"` + id + `"},"thoughtSignature":"` + sig + `"}]}`
+	}
+	resp := func(id string) string {
+		return `{"role":"user","parts":[{"functionResponse":{"name":"sh","response":{"output":"ok"},"id":"` + id + `"}}]}`
+	}
+	req := func(contents ...string) []byte {
+		return []byte(`{"contents":[` + strings.Join(contents, ",") + `],"systemInstruction":{"parts":[{"text":"sys"}]}}`)
+	}
+	// 1: Claude (through a gateway) answers with a signed call.
+	r1 := req(user)
+	if res := g.RewriteBody(ctx, at("claude-sonnet-4-5"), nil, r1); res.Changed {
+		t.Fatalf("request 1 changed: %s", res.Body)
+	}
+	// 2: the session goes on with Gemini; the Claude call is the latest
+	// model turn.
+	r2 := req(user, call("Q0xBVURF", "c1"), resp("c1"))
+	res := g.RewriteBody(ctx, at("gemini-3-pro-preview"), nil, r2)
+	want := req(user, `{"role":"model","parts":[{"text":"plan","thought":true,"thoughtSignature":"Q0xBVURF-t"},{"functionCall":{"name":"sh","args":{"c":"make"},"id":"c1"},"thoughtSignature":"skip_thought_signature_validator"}]}`, resp("c1"))
+	if string(res.Body) != string(want) {
+		t.Fatalf("request 2:\n got %s\nwant %s", res.Body, want)
+	}
+	if err := gemini.Validate(res.Body); err != nil {
+		t.Error(err)
+	}
+	// 3: Gemini answered with its own signed call; the Claude turn is
+	// now history: its thought goes, its call is unsigned; Gemini's stay.
+	r3 := req(user, call("Q0xBVURF", "c1"), resp("c1"), call("R0VNSU5J", "c2"), resp("c2"))
+	res = g.RewriteBody(ctx, at("gemini-3-pro-preview"), nil, r3)
+	want = req(user, `{"role":"model","parts":[{"functionCall":{"name":"sh","args":{"c":"make"},"id":"c1"},"thoughtSignature":"skip_thought_signature_validator"}]}`, resp("c1"), call("R0VNSU5J", "c2"), resp("c2"))
+	if string(res.Body) != string(want) {
+		t.Fatalf("request 3:\n got %s\nwant %s", res.Body, want)
+	}
+	// 4: back on Claude: the Gemini signature goes (the member removed),
+	// and so does the Claude-era skip value.
+	r4 := req(user, call("Q0xBVURF", "c1"), resp("c1"), call("R0VNSU5J", "c2"), resp("c2"), call("Q0xBVURFMg==", "c3"), resp("c3"))
+	res = g.RewriteBody(ctx, at("claude-sonnet-4-5"), nil, r4)
+	if strings.Contains(string(res.Body), `R0VNSU5J"`) || !strings.Contains(string(res.Body), `"thoughtSignature":"Q0xBVURF"`) || !strings.Contains(string(res.Body), `"id":"c2"}}`) {
+		t.Errorf("request 4: %s", res.Body)
+	}
+}
