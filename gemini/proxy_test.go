@@ -321,3 +321,45 @@ func TestCompactionThroughProxy(t *testing.T) {
 		t.Errorf("the summarizer's request: %v", err)
 	}
 }
+
+// TestTransport: an SDK whose base URL has a path of its own (a gateway
+// prefix) sends Gemini requests through the Guard's Transport; they are
+// rewritten like the proxy's.
+func TestTransport(t *testing.T) {
+	up := geminitest.New(geminitest.Options{})
+	up.Start()
+	defer up.Close()
+	cfg := config.Defaults()
+	cfg.DataDir = t.TempDir()
+	cfg.Upstreams = config.AllUpstreams(up.URL)
+	g, err := ctxguard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	recs := make(chan *record.Exchange, 1)
+	g.Records().Subscribe(record.ObserverFunc(func(x *record.Exchange) { recs <- x }))
+	client := &http.Client{Transport: g.Transport(nil)}
+	body := session(30)
+	req, _ := http.NewRequest("POST", up.URL+"/gateway/gemini/v1beta/models/gemini-2.5-pro:generateContent", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Goog-Api-Key", "k")
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	select {
+	case x := <-recs:
+		if x.Protocol != "gemini" || x.Model != "gemini-2.5-pro" || x.Path != "/v1beta/models/gemini-2.5-pro:generateContent" || x.Usage == nil {
+			t.Errorf("record: %s %s %s usage %v", x.Protocol, x.Model, x.Path, x.Usage)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no record: the request was not rewritten")
+	}
+	got := up.Requests()
+	if len(got) != 1 || len(got[0].Body) >= len(body) {
+		t.Errorf("the upstream got %d requests, %d bytes of %d", len(got), len(got[0].Body), len(body))
+	}
+}
