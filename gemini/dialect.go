@@ -154,3 +154,31 @@ func (dialect) Image(c *conversation.Conversation, sp conversation.Span) (conver
 	}
 	return img, true
 }
+
+// SkipSignature is the thoughtSignature the Gemini API documents for a
+// part whose own signature is missing or not the model's (history from
+// another model, or written by the client): the model's check of the
+// current turn accepts it. The Gemini CLI sends it on a resumed
+// session's calls.
+const SkipSignature = `"skip_thought_signature_validator"`
+
+// Unsign implements conversation.Unsigner. A thought goes whole (ok
+// false). Any other part keeps its place: for a Gemini model (target
+// "google") its thoughtSignature becomes SkipSignature, which Gemini 3
+// models accept on the calls of the current turn; for a model of another
+// family served through the Gemini API the member goes.
+func (dialect) Unsign(c *conversation.Conversation, b *conversation.Block, target string) (conversation.Span, []byte, bool) {
+	if b.Signature.IsZero() || b.Kind == conversation.Thinking || b.Kind == conversation.RedactedThinking {
+		return conversation.Span{}, nil, false
+	}
+	if target == "google" {
+		return b.Signature, []byte(SkipSignature), true
+	}
+	it := jsonscan.Members(c.Body, b.Span)
+	for k, v, ok := it.NextMember(); ok; k, v, ok = it.NextMember() {
+		if v == b.Signature {
+			return conversation.Span{Start: k.Start, End: v.End}, nil, true
+		}
+	}
+	return conversation.Span{}, nil, false
+}

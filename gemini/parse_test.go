@@ -214,3 +214,29 @@ func TestPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestCLICompaction: the Gemini CLI's compression request (its system
+// instruction and last user text, as its source writes them) is the
+// client's own compaction; an ordinary turn is not.
+func TestCLICompaction(t *testing.T) {
+	history := `{"role":"user","parts":[{"text":"fix it"}]},{"role":"model","parts":[{"text":"done"}]},`
+	system := `"systemInstruction":{"parts":[{"text":"\nYou are a specialized system component responsible for distilling chat history into a structured XML <state_snapshot>.\n"}],"role":"user"}`
+	for _, tc := range []struct {
+		body string
+		want bool
+	}{
+		{`{"contents":[` + history + `{"role":"user","parts":[{"text":"Generate a new <state_snapshot> based on the provided history.\n\nFirst, reason in your scratchpad. Then, generate the updated <state_snapshot>."}]}],` + system + `}`, true},
+		{`{"contents":[` + history + `{"role":"model","parts":[{"text":"<state_snapshot>...</state_snapshot>"}]},{"role":"user","parts":[{"text":"Critically evaluate the \u003cstate_snapshot> you just generated."}]}],` + system + `}`, true},
+		{`{"contents":[` + history + `{"role":"user","parts":[{"text":"go on"}]}],` + system + `}`, false},
+		{`{"contents":[` + history + `{"role":"user","parts":[{"text":"what is a <state_snapshot>?"}]}],"systemInstruction":{"parts":[{"text":"You are an agent."}]}}`, false},
+	} {
+		c, err := Parse([]byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Protocol.Features(nil, c).ClientCompaction; got != tc.want {
+			t.Errorf("%s: client compaction %v, want %v", tc.body, got, tc.want)
+		}
+		c.Release()
+	}
+}

@@ -1,6 +1,7 @@
 package gemini
 
 import (
+	"bytes"
 	"hash/maphash"
 	"net/http"
 	"strings"
@@ -115,10 +116,41 @@ func (api) QuickKey(seed maphash.Seed, body []byte) (uint64, bool) {
 	return convbuild.QuickKeyOf(seed, body, "", "contents", "parts")
 }
 
-// Features implements protocol.Protocol: Claude Code's compaction
-// request, for gateways that translate it (convbuild.ClientCompaction).
+// Features implements protocol.Protocol: the client's own compaction of
+// its history goes upstream as it came: the Gemini CLI's (CLICompaction)
+// and Claude Code's, for gateways that translate it
+// (convbuild.ClientCompaction).
 func (api) Features(_ http.Header, c *conversation.Conversation) protocol.Features {
-	return protocol.Features{ClientCompaction: convbuild.ClientCompaction(c)}
+	return protocol.Features{ClientCompaction: CLICompaction(c) || convbuild.ClientCompaction(c)}
+}
+
+// snapshotTag is what the Gemini CLI's compression request names in its
+// system instruction ("You are a specialized system component
+// responsible for distilling chat history into a structured XML
+// <state_snapshot>.") and in the user text that ends it ("First, reason
+// in your scratchpad. Then, generate the updated <state_snapshot>.", and
+// the verification request's "Critically evaluate the <state_snapshot>
+// you just generated. ..."), as sent (no '<': an encoder may escape it).
+var snapshotTag = []byte("state_snapshot>")
+
+// CLICompaction reports whether c is the Gemini CLI's compression of its
+// own history (its ChatCompressionService, and the verification request
+// after it): the system instruction and the last content's text both
+// name the <state_snapshot> the CLI asks for.
+func CLICompaction(c *conversation.Conversation) bool {
+	if len(c.Messages) == 0 || !bytes.Contains(c.Bytes(c.System), snapshotTag) {
+		return false
+	}
+	last := &c.Messages[len(c.Messages)-1]
+	if last.Role != conversation.RoleUser {
+		return false
+	}
+	for bi := range last.Blocks {
+		if b := &last.Blocks[bi]; b.Kind == conversation.Text && bytes.Contains(c.Bytes(b.Text), snapshotTag) {
+			return true
+		}
+	}
+	return false
 }
 
 func (api) NewUsageTap(contentType string) protocol.UsageTap { return NewUsageTap(contentType) }

@@ -227,3 +227,139 @@ func TestRewriteThroughProxy(t *testing.T) {
 		t.Errorf("last record: model %q tokens %d -> %d usage %+v", last.Model, last.TokensBefore, last.TokensAfter, last.Usage)
 	}
 }
+
+// TestRecoverThroughProxy: an upstream whose window is smaller than
+// ctxguard believes refuses a turn with Gemini's overflow error; ctxguard
+// reads its numbers, compacts the request (the summary written by a
+// call of its own through the Gemini API, with the session's key) and
+// retries once; the client gets the retry's answer, and the retry is a
+// valid rewrite that fits.
+func TestRecoverThroughProxy(t *testing.T) {
+	var mu sync.Mutex
+	limit := 0 // bytes; set from the first turn
+	w := newWorld(t, config.Defaults(), func(r *geminitest.Request) geminitest.Turn {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Action == "generateContent" {
+			if r.Header.Get("X-Goog-Api-Key") != "AIza-secret-header-key" {
+				return geminitest.Turn{Status: 401, Message: "API key not valid"}
+			}
+			return geminitest.Turn{Parts: []geminitest.Part{geminitest.Text("## Goal\nRun the tests until they pass.\n## Done\nRan go test in many packages; all PASS.")}}
+		}
+		if limit == 0 {
+			limit = len(r.Body) * 3 / 5
+		}
+		if len(r.Body) > limit {
+			return geminitest.Overflow(len(r.Body)/4, limit/4)
+		}
+		return geminitest.Turn{Parts: []geminitest.Part{geminitest.Text("all green")}}
+	})
+	body := session(40)
+	status, answer, hdr := w.post(t, "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", body)
+	if status != 200 || hdr.Get("X-Ctxguard-Recovered") != "1" || !strings.Contains(string(answer), "all green") {
+		t.Fatalf("status %d, recovered %q: %.300s", status, hdr.Get("X-Ctxguard-Recovered"), answer)
+	}
+	var turns [][]byte
+	for _, r := range w.up.Requests() {
+		if r.Action == "streamGenerateContent" {
+			turns = append(turns, r.Body)
+		}
+	}
+	if len(turns) != 2 || len(turns[1]) > limit {
+		t.Fatalf("%d turns reached the upstream (the retry %d bytes, limit %d)", len(turns), len(turns[len(turns)-1]), limit)
+	}
+	if err := gemini.ValidateRewrite(body, turns[1]); err != nil {
+		t.Errorf("the retry: %v", err)
+	}
+}
+
+// TestCompactionThroughProxy: with only compaction on, a Gemini session
+// that outgrows its window gets a summary written by ctxguard's own call
+// to the small Gemini model, with the session's key, and the requests
+// after the swap carry it.
+func TestCompactionThroughProxy(t *testing.T) {
+	cfg := guardtest.AllOff()
+	cfg.Passes.Switch("compact", true)
+	cfg.Models.Overrides = map[string]model.Limits{"gemini-2.5-pro": {Window: 100_000, MaxOutput: 8_000}}
+	const summary = "## Goal\nRun the tests until they pass (summary by the fake)."
+	w := newWorld(t, cfg, func(r *geminitest.Request) geminitest.Turn {
+		if r.Action == "generateContent" {
+			return geminitest.Turn{Parts: []geminitest.Part{geminitest.Text(summary)}}
+		}
+		return geminitest.Turn{Parts: []geminitest.Part{geminitest.Text("ok")}}
+	})
+	carried := false
+	for n := 1; n <= 20 && !carried; n++ {
+		body := session(n)
+		status, answer, _ := w.post(t, "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", body)
+		if status != 200 {
+			t.Fatalf("turn %d: %d %s", n, status, answer)
+		}
+		reqs := w.up.Requests()
+		sent := reqs[len(reqs)-1].Body
+		if err := gemini.ValidateRewrite(body, sent); err != nil {
+			t.Fatalf("turn %d: %v", n, err)
+		}
+		carried = strings.Contains(string(sent), "summary by the fake")
+		if !carried {
+			time.Sleep(20 * time.Millisecond) // the summary is written in the background
+		}
+	}
+	if !carried {
+		t.Fatal("no request carried the summary")
+	}
+	var call *geminitest.Request
+	for _, r := range w.up.Requests() {
+		if r.Action == "generateContent" {
+			call = &r
+		}
+	}
+	if call == nil || call.Model != gemini.SmallModel || call.Header.Get("X-Goog-Api-Key") != "AIza-secret-header-key" || call.Header.Get("X-Goog-Api-Client") != "" {
+		t.Fatalf("the summarizer's call: %+v", call)
+	}
+	if err := gemini.Validate(call.Body); err != nil {
+		t.Errorf("the summarizer's request: %v", err)
+	}
+}
+
+// TestTransport: an SDK whose base URL has a path of its own (a gateway
+// prefix) sends Gemini requests through the Guard's Transport; they are
+// rewritten like the proxy's.
+func TestTransport(t *testing.T) {
+	up := geminitest.New(geminitest.Options{})
+	up.Start()
+	defer up.Close()
+	cfg := config.Defaults()
+	cfg.DataDir = t.TempDir()
+	cfg.Upstreams = config.AllUpstreams(up.URL)
+	g, err := ctxguard.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	recs := make(chan *record.Exchange, 1)
+	g.Records().Subscribe(record.ObserverFunc(func(x *record.Exchange) { recs <- x }))
+	client := &http.Client{Transport: g.Transport(nil)}
+	body := session(30)
+	req, _ := http.NewRequest("POST", up.URL+"/gateway/gemini/v1beta/models/gemini-2.5-pro:generateContent", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Goog-Api-Key", "k")
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	select {
+	case x := <-recs:
+		if x.Protocol != "gemini" || x.Model != "gemini-2.5-pro" || x.Path != "/v1beta/models/gemini-2.5-pro:generateContent" || x.Usage == nil {
+			t.Errorf("record: %s %s %s usage %v", x.Protocol, x.Model, x.Path, x.Usage)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no record: the request was not rewritten")
+	}
+	got := up.Requests()
+	if len(got) != 1 || len(got[0].Body) >= len(body) {
+		t.Errorf("the upstream got %d requests, %d bytes of %d", len(got), len(got[0].Body), len(body))
+	}
+}

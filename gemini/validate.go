@@ -209,6 +209,9 @@ func sameContent(oc *conversation.Conversation, o *conversation.Message, sc *con
 		case ob.Kind == conversation.ToolResult && sb.Kind == conversation.ToolResult:
 			oIn, sIn = append(oIn, ob.Content), append(sIn, sb.Content)
 		case ob.Kind == conversation.ToolCall && sb.Kind == conversation.ToolCall:
+			if ob.Input.IsZero() || sb.Input.IsZero() {
+				continue // no args: the part is compared whole
+			}
 			if jsonscan.KindOf(sc.Body, sb.Input) != jsonscan.KindOf(oc.Body, ob.Input) {
 				return fmt.Errorf("part %d: the args of call %s changed kind", bi, sc.Bytes(sb.Name))
 			}

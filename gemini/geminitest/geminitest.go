@@ -18,6 +18,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,7 +103,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "unreadable body")
 		return
 	}
-	model, action, ok := gemini.SplitPath(r.URL.Path)
+	path := r.URL.Path
+	if i := strings.Index(path, "/v1"); i > 0 {
+		path = path[i:] // behind a gateway's prefix
+	}
+	model, action, ok := gemini.SplitPath(path)
 	s.mu.Lock()
 	req := Request{Index: len(s.reqs), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Model: model, Action: action,
 		Header: r.Header.Clone(), Body: body, Time: time.Now()}
