@@ -46,10 +46,12 @@ func TestPriceLookup(t *testing.T) {
 		}
 	}
 	// Every entry is consistent: reads below input; writes above input
-	// (Anthropic) or at it (OpenAI: no write premium).
+	// (Anthropic) or at it (OpenAI and Google: no write premium).
 	for id, p := range tab {
-		openai := model.Lookup(id).Provider == model.OpenAI
-		if !(p.CacheRead < p.Input && (p.Input < p.CacheWrite || openai && p.Input == p.CacheWrite)) {
+		prov := model.Lookup(id).Provider
+		openai := prov == model.OpenAI
+		flat := openai || prov == model.Google
+		if !(p.CacheRead < p.Input && (p.Input < p.CacheWrite || flat && p.Input == p.CacheWrite)) {
 			t.Errorf("%s: %+v", id, p)
 		}
 		if openai != strings.HasPrefix(id, "gpt-") && openai != (id[0] == 'o') {
