@@ -66,6 +66,7 @@ type Engine struct {
 	bus      record.Bus
 	limits   learnedLimits
 	sessions *sessionCache
+	cold     *coldBook // the cache's clock (coldclock.go)
 }
 
 // Options are what an Engine works with besides its configuration.
@@ -102,6 +103,7 @@ func New(cfg config.Config, o Options) (*Engine, error) {
 	}
 	e.sessions = newSessionCache(cfg.Limits.Sessions, cfg.Limits.SessionMemory, cfg.Limits.SessionIdle)
 	e.sessions.now = e.now
+	e.cold = newColdBook(e.store, cfg.BlobTTL, e.now, cfg.Limits.Sessions)
 	e.sigs = thinking.NewSignatures(pass.Get[thinking.Config](cfg.Passes), e.now)
 	s, err := e.build(cfg, nil)
 	if err != nil {

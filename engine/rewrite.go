@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/model"
@@ -40,6 +41,13 @@ type Result struct {
 	// as anthropic-beta, for settings the rewrite needs.
 	Headers [][2]string
 	Event   bool // an edit event: history before the newest turn changed
+	// Cause says why the event happened (record.Cause*), "" without one.
+	Cause string
+	// Cold: the request found its session's prompt cache expired (the
+	// engine's stored decision, pipeline.Env.Cold); CacheTTL is the
+	// lifetime it was timed with.
+	Cold     bool
+	CacheTTL time.Duration
 	// Notes are the passes' decisions (pipeline.Request.Note).
 	Notes []string
 	// Stubs are the items of the body sent that were replaced with a
@@ -138,6 +146,7 @@ func (e *Engine) runPipeline(ctx context.Context, s *compiled, proto protocol.Pr
 	mem *cachedSession, out func(n int) []byte, urgent bool, res *Result) {
 	env := &pipeline.Env{Window: res.Model.Window, MaxOutput: res.Model.MaxOutput, Binding: res.Model.Binding, Protocol: proto.Name(), Header: h, Urgent: urgent}
 	env.CacheWrite, env.CacheRead = res.Model.CachePrices()
+	e.coldClock(ctx, c, env, res)
 	req := &pipeline.Request{
 		Ctx: ctx, Conv: c, Session: res.Session, Out: out, Stable: stable, Memo: mem.passes(),
 		Env: env,
@@ -160,6 +169,7 @@ func (e *Engine) runPipeline(ctx context.Context, s *compiled, proto protocol.Pr
 	for _, n := range run.Notes {
 		if n == "edit-event" {
 			res.Event = true
+			res.Cause = cause(env, res)
 		}
 		if k, ok := strings.CutPrefix(n, compact.NotePrefix); ok {
 			res.Compaction = k

@@ -147,6 +147,27 @@ type Env struct {
 	// read in thousandths of the base input price (model.Info.CachePrices);
 	// zero means Anthropic's, 1250 and 100.
 	CacheWrite, CacheRead int
+	// Cold lists, in ascending order, the requests of the session that
+	// arrived after its prompt cache had expired, each by the number of
+	// messages it held (the `at` of the passes' replays of history). The
+	// current request is among them when Cold holds len(Conv.Messages).
+	// The engine decides each once, when the request arrives, and stores
+	// it, so every later request, in any process on the store, sees the
+	// same list: a pass may make an edit at a cold request that it would
+	// not make at a warm one (the cache is written anew either way), and
+	// its replays of history reproduce it. Entries beyond the current
+	// request (a client that went back in its history) are to be ignored.
+	Cold []int
+}
+
+// ColdAt reports whether the request holding the first at messages found
+// the session's prompt cache cold (Cold). Safe on a nil Env.
+func (e *Env) ColdAt(at int) bool {
+	if e == nil {
+		return false
+	}
+	_, ok := slices.BinarySearch(e.Cold, at)
+	return ok
 }
 
 // Context returns the request's context: Ctx, or context.Background()

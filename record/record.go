@@ -57,6 +57,24 @@ const (
 // Outcomes lists every Outcome, for labels and tables.
 var Outcomes = []Outcome{Rewritten, Unchanged, Bypassed, FailedOpen, Recovered, RecoveryFailed, Refused}
 
+// Why an edit event happened (Exchange.Cause).
+const (
+	// CauseThreshold: the history grew past a rule's trigger (clearing's
+	// trigger, compaction's swap line) and the edit pays for the cache
+	// write it costs.
+	CauseThreshold = "threshold"
+	// CauseCold: the request found its prompt cache expired, so the edit
+	// cost no cache write (an edit that was due waited for it, or one
+	// that would not pay at a warm cache was made).
+	CauseCold = "cold"
+	// CauseOverflow: the request would not have fitted the model's
+	// window (its prompt above the window less the output reserve).
+	CauseOverflow = "overflow"
+	// CauseRecovery: the retry of a request the upstream refused as too
+	// long.
+	CauseRecovery = "recovery"
+)
+
 // Exchange is the record of one exchange. The JSON names are the log's
 // and the dashboard's.
 type Exchange struct {
@@ -104,6 +122,19 @@ type Exchange struct {
 	// Event: history before the newest turn changed (an edit event: the
 	// prompt cache is written again from there).
 	Event bool `json:"event,omitempty"`
+	// Cause says why the edit event happened (Event set): one of the
+	// Cause* constants.
+	Cause string `json:"cause,omitempty"`
+	// Cold: the request arrived after its session's prompt cache had
+	// expired (CacheTTL after the session's previous request), so the
+	// upstream writes its whole prompt to the cache whatever ctxguard
+	// sends. The engine decides it once per request and stores it.
+	Cold bool `json:"cold,omitempty"`
+	// CacheTTL is how long the provider keeps the request's cached
+	// prompt: its model's lifetime, or the longer one the request asked
+	// for (Anthropic's cache_control "ttl":"1h", OpenAI's
+	// prompt_cache_retention "24h"). 0 when the request was not parsed.
+	CacheTTL time.Duration `json:"cache_ttl,omitempty"`
 	// Compaction is the store key of the compaction this request carries
 	// for the first time, or "".
 	Compaction string `json:"compaction,omitempty"`

@@ -79,6 +79,38 @@ type Config struct {
 	// Trim drops whole cleared tool rounds instead of leaving stubs
 	// (Antigravity's tool-round trimming).
 	Trim Trim `yaml:"trim"`
+	// Cold times events by the prompt cache's clock.
+	Cold Cold `yaml:"cold"`
+}
+
+// Cold configures edit events at cold requests: those that arrive after
+// the session's prompt cache expired (pipeline.Env.Cold), which the
+// upstream writes to the cache whole whatever ctxguard sends. An edit made
+// there costs no cache write, so:
+//
+//   - a cold request above the trigger gets an event whenever it frees
+//     at least ClearAtLeast, payback or not;
+//   - an event that is due at a warm request (it passes every rule) but
+//     not urgent (the request below Urgent) waits for a cold one, for at
+//     most MaxWait requests, and no longer than the reads it would have
+//     saved meanwhile cost what it would cost now (the rewritten tokens'
+//     cache write less their read: waiting never costs more than twice
+//     the best choice in hindsight). Then it happens anyway.
+//
+// Whether a request was cold is decided once, when it arrives, and
+// stored; replays of the history read it back, so events stay where they
+// happened.
+type Cold struct {
+	Enabled bool `yaml:"enabled"`
+	// ClearAtLeast: an event at a cold request frees at least this much
+	// (tokens, or a fraction of the model's window).
+	ClearAtLeast model.Amount `yaml:"clear_at_least"`
+	// MaxWait bounds the requests a due event waits for a cold one; 0:
+	// none waits.
+	MaxWait int `yaml:"max_wait"`
+	// Urgent: a request at least this large (tokens, or a fraction of
+	// the model's window) never waits.
+	Urgent model.Amount `yaml:"urgent"`
 }
 
 // Reads configures how long file reads stay. A read is the result of a
@@ -141,18 +173,19 @@ func Defaults() Config {
 			MaxShare:   model.Fraction(0.08),
 		},
 		Trim: Trim{Enabled: true, KeepRounds: 5},
+		Cold: Cold{Enabled: true, ClearAtLeast: model.Tokens(2_000), MaxWait: 10, Urgent: model.Fraction(0.5)},
 	}
 }
 
 // Validate reports every problem in c, joined, or nil.
 func (c Config) Validate() error {
 	var errs []error
-	for name, a := range map[string]model.Amount{"trigger": c.Trigger, "keep_tokens": c.KeepTokens, "clear_at_least": c.ClearAtLeast, "reads.keep_tokens": c.Reads.KeepTokens, "reads.max_share": c.Reads.MaxShare} {
+	for name, a := range map[string]model.Amount{"trigger": c.Trigger, "keep_tokens": c.KeepTokens, "clear_at_least": c.ClearAtLeast, "reads.keep_tokens": c.Reads.KeepTokens, "reads.max_share": c.Reads.MaxShare, "cold.clear_at_least": c.Cold.ClearAtLeast, "cold.urgent": c.Cold.Urgent} {
 		if err := a.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
-	for name, v := range map[string]int{"keep_uses": c.KeepUses, "payback": c.Payback, "min_tokens": c.MinTokens, "trim.keep_rounds": c.Trim.KeepRounds} {
+	for name, v := range map[string]int{"keep_uses": c.KeepUses, "payback": c.Payback, "min_tokens": c.MinTokens, "trim.keep_rounds": c.Trim.KeepRounds, "cold.max_wait": c.Cold.MaxWait} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%s: %d is negative", name, v))
 		}
@@ -225,13 +258,20 @@ func New(cfg Config, blobs *store.Blobs) (*Pass, error) {
 func (p *Pass) limits(env *pipeline.Env) limits {
 	w := model.DefaultWindow
 	var write, read int
+	var cold []int
 	if env != nil {
 		if env.Window > 0 {
 			w = env.Window
 		}
 		write, read = env.CacheWrite, env.CacheRead
+		if p.cfg.Cold.Enabled {
+			cold = env.Cold
+			if cold == nil {
+				cold = []int{} // timed, with no cold request yet
+			}
+		}
 	}
-	return limits{
+	lim := limits{
 		trigger:      p.cfg.Trigger.Resolve(w),
 		keepTokens:   p.cfg.KeepTokens.Resolve(w),
 		keepUses:     p.cfg.KeepUses,
@@ -240,7 +280,14 @@ func (p *Pass) limits(env *pipeline.Env) limits {
 		write:        write,
 		read:         read,
 		readTokens:   p.cfg.Reads.budget(w),
+		cold:         cold,
 	}
+	if cold != nil {
+		lim.coldAtLeast = p.cfg.Cold.ClearAtLeast.Resolve(w)
+		lim.maxWait = p.cfg.Cold.MaxWait
+		lim.urgent = p.cfg.Cold.Urgent.Resolve(w)
+	}
+	return lim
 }
 
 // Name implements pipeline.Pass.

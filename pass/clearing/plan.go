@@ -41,7 +41,48 @@ type limits struct {
 	// readTokens: the newest file reads, up to this many tokens, stay
 	// past the clear boundary (see planner.hold); 0 keeps none.
 	readTokens int
+	// cold lists the requests (by `at`) that found the prompt cache
+	// cold, ascending (pipeline.Env.Cold); nil: time plays no part (and
+	// no event waits), empty: none was cold. At a cold request an event
+	// needs only to free coldAtLeast; a due event at a warm request
+	// below urgent may wait up to maxWait requests for a cold one (Cold,
+	// waits).
+	cold                         []int
+	coldAtLeast, maxWait, urgent int
 }
+
+// isCold reports whether request at found the cache cold.
+func (lim *limits) isCold(at int) bool {
+	_, ok := slices.BinarySearch(lim.cold, at)
+	return ok
+}
+
+// waits reports whether an event e that is due at a warm request, having
+// waited `waited` requests already, waits one more for a cold request, in
+// a session that has made `requests` requests so far, `cold` of them cold.
+// It waits while it is not urgent (e.before below urgent), within maxWait,
+// and while the wait pays in expectation: the chance that the next request
+// is cold (the session's own rate so far, from a prior of one in
+// coldPrior) times what the event costs now (its rewritten tokens written
+// instead of read) exceeds what one more request pays for the tokens it
+// would have freed (read at the cache-read price).
+func (lim *limits) waits(e event, rewritten, waited, requests, cold int) bool {
+	if lim.cold == nil || lim.maxWait <= 0 || waited >= lim.maxWait || e.before >= lim.urgent {
+		return false
+	}
+	w, r := int64(lim.write), int64(lim.read)
+	if w <= 0 || r <= 0 {
+		w, r = 1250, 100
+	}
+	// (cold+1)/(requests+coldPrior) * (w-r)*rewritten > r*freed
+	return int64(cold+1)*(w-r)*int64(rewritten) > int64(requests+coldPrior)*r*int64(e.freed)
+}
+
+// coldPrior: before a session shows its own pace, one request in this
+// many is taken to find its cache cold (2% of the requests in the
+// project's Claude Code sessions come more than 5 minutes after the one
+// before).
+const coldPrior = 50
 
 // read is a file read the plan may keep past the clear boundary: a
 // clearable tool result of a file-reading tool (Config.Reads).
@@ -80,6 +121,7 @@ func (pl *plan) keeps(k, i int) bool {
 type event struct {
 	at, clearTo, thinkTo, freed int
 	before, after               int // request size before and after
+	cold                        bool
 }
 
 // planner holds prefix sums so a request's size under any boundaries costs
@@ -127,6 +169,8 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 	next := 0                  // first message not yet seen
 	var asst []int             // assistant indexes seen, in order
 	ai := 0                    // index into asst of j
+	waited := 0                // warm requests a due event has waited for a cold one
+	colds := 0                 // cold requests so far
 	for at := 1; at <= n; at++ {
 		// A request ended before every assistant message. The current
 		// request counts too unless it ends with an assistant message (a
@@ -156,8 +200,13 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 		for nr < len(p.reads) && p.reads[nr].msg < at {
 			nr++
 		}
+		cold := lim.isCold(at)
 		cur := p.size(at, pl.clearTo, pl.thinkTo) + keptSaved
 		if cur <= lim.trigger || lastA < 0 {
+			waited = 0
+			if cold {
+				colds++
+			}
 			continue
 		}
 		c, t := boundaries(pl, j, lastA)
@@ -166,6 +215,7 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 		// on, which the event must repay: it clears those the rule lets
 		// go from the oldest one it can afford on, and keeps the older
 		// ones.
+		var rewrote int // the rewritten tokens of the event try returns
 		try := func(keep []int) (event, bool) {
 			keepSaved := p.saved(keep, 0, n)
 			after := p.size(at, c, t) + keepSaved
@@ -182,7 +232,12 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 			}
 			rewritten := after - p.size(from, min(pl.clearTo, from), min(pl.thinkTo, from)) - p.saved(kept, 0, from)
 			freed := cur - after
-			e := event{at: at, clearTo: c, thinkTo: t, freed: freed, before: cur, after: after}
+			e := event{at: at, clearTo: c, thinkTo: t, freed: freed, before: cur, after: after, cold: cold}
+			rewrote = rewritten
+			if cold {
+				// No cache to lose: no payback to make.
+				return e, freed >= lim.coldAtLeast && freed > 0
+			}
 			return e, freed >= lim.clearAtLeast && freed > 0 && paysBack(freed, rewritten, len(asst), lim)
 		}
 		held = p.hold(held[:0], nr, c, pl.clearTo, kept, lim.readTokens, later)
@@ -198,7 +253,19 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 				e, ok = try(keep)
 			}
 		}
+		wait := ok && !cold && lim.waits(e, rewrote, waited, len(asst), colds)
+		if cold {
+			colds++
+		}
+		switch {
+		case wait:
+			waited++
+			continue
+		case !ok:
+			waited = 0
+		}
 		if ok {
+			waited = 0
 			keep = slices.Clone(keep) // held and scratch are reused
 			pl.events = append(pl.events, e)
 			pl.kept = append(pl.kept, keep)

@@ -328,11 +328,16 @@ func (s *planState) step(at int, env *pipeline.Env) (wrote bool, err error) {
 			}
 			s.pending = cp
 		}
-		if cur < s.lim.swap {
+		// Below swap a ready summary goes in only at a request that found
+		// the prompt cache cold (ColdSwap): no cached prefix is lost.
+		below := cur < s.lim.swap
+		if below {
 			if env != nil {
 				s.p.jobs.start(s, env) // ready by swap, with luck
 			}
-			return false, nil
+			if !s.p.cfg.ColdSwap || !s.r.Env.ColdAt(at) {
+				return false, nil
+			}
 		}
 		key := s.pending.key
 		rec, err := s.get(key)
@@ -354,7 +359,17 @@ func (s *planState) step(at int, env *pipeline.Env) (wrote bool, err error) {
 			}
 		} else {
 			if rec == nil {
-				if rec, err = s.summary(cur, env); err != nil || rec == nil {
+				switch {
+				case below && s.p.sum != nil:
+					return false, nil // not ready: it waits for swap
+				case below:
+					// Without a model the extractive summary is ready
+					// at once.
+					rec, err = s.p.put(s.r.Context(), key, s.extractive())
+				default:
+					rec, err = s.summary(cur, env)
+				}
+				if err != nil || rec == nil {
 					return false, err
 				}
 				s.now.absent = ""

@@ -40,6 +40,11 @@ type Config struct {
 	// for a summary still being written before it uses the extractive
 	// summary instead. Default 20s.
 	Wait time.Duration `yaml:"wait"`
+	// ColdSwap: a request between Prepare and Swap that found the
+	// session's prompt cache cold (pipeline.Env.Cold) carries the summary
+	// if it is ready: the upstream writes the whole prompt to the cache
+	// then anyway, so the swap costs no cache write of its own.
+	ColdSwap bool `yaml:"cold_swap"`
 	// Summarizer says who writes the summaries.
 	Summarizer SummarizerConfig `yaml:"summarizer"`
 }
@@ -51,6 +56,7 @@ func Defaults() Config {
 		Prepare:    model.Fraction(0.60),
 		Swap:       model.Fraction(0.75),
 		Wait:       20 * time.Second,
+		ColdSwap:   true,
 		Summarizer: DefaultSummarizer(),
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
@@ -45,7 +46,7 @@ func answerText(text string) string {
 // stubber replaces the Read result in request 2 with a stub; keep puts
 // the original in st under its id and names it in the stub.
 func stubber(st store.Store, keep bool) DetailedRewriter {
-	return func(b []byte) (Outcome, error) {
+	return func(b []byte, _ time.Time) (Outcome, error) {
 		qr := []byte(q(readResult))
 		if !bytes.Contains(b, qr) {
 			return Outcome{Body: b}, nil
@@ -72,7 +73,7 @@ func TestQuoteRetention(t *testing.T) {
 		"#!/usr/bin/env python3 -u -W ignore::Warning\n" +
 		"> the user typed this very line as well\n" +
 		"a line that no tool ever printed, long enough")
-	identity := func(b []byte) (Outcome, error) { return Outcome{Body: b}, nil }
+	identity := func(b []byte, _ time.Time) (Outcome, error) { return Outcome{Body: b}, nil }
 	for _, tc := range []struct {
 		name  string
 		rw    func(store.Store) DetailedRewriter
@@ -128,7 +129,7 @@ func compactionStream(quote string) []Request {
 // compactor summarizes the first three messages of a five-message request
 // in summary; keep puts the originals in st as a blob the note names.
 func compactor(st store.Store, keep bool, summary string) DetailedRewriter {
-	return func(b []byte) (Outcome, error) {
+	return func(b []byte, _ time.Time) (Outcome, error) {
 		c, err := anthropic.Parse(b)
 		if err != nil || len(c.Messages) != 5 {
 			return Outcome{Body: b}, err
@@ -181,7 +182,7 @@ func TestQuoteCompacted(t *testing.T) {
 func TestQuoteInToolInput(t *testing.T) {
 	edit := `{"role":"assistant","content":[{"type":"text","text":"Fixing it."},{"type":"tool_use","id":"t2","name":"Edit","input":{"file_path":"/p.go","old_string":` +
 		q("func computeTotalPrice(items []Item) int {\n\treturn 0") + `,"new_string":"x"}}]}`
-	st, err := Measure("q", quoteStream(edit), func(b []byte) (Outcome, error) { return Outcome{Body: b}, nil }, Options{})
+	st, err := Measure("q", quoteStream(edit), func(b []byte, _ time.Time) (Outcome, error) { return Outcome{Body: b}, nil }, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestQuoteReset(t *testing.T) {
 		Reset:  true,
 		Answer: []byte(answerText("- // totals are computed in cents, never floats")),
 	})
-	st, err := Measure("q", stream, func(b []byte) (Outcome, error) { return Outcome{Body: b}, nil }, Options{})
+	st, err := Measure("q", stream, func(b []byte, _ time.Time) (Outcome, error) { return Outcome{Body: b}, nil }, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +265,24 @@ func TestQuoteHelpers(t *testing.T) {
 	}
 	if got := clip("héllo world", 2); got != "h…" {
 		t.Errorf("clip = %q", got)
+	}
+}
+
+// A Gemini model content reads as an assistant message: text parts and
+// function calls' args.
+func TestGeminiAnswer(t *testing.T) {
+	parts := [][]byte{
+		[]byte(`{"text":"Line one"}`),
+		[]byte(`{"functionCall":{"id":"c1","args":{"command":"cat a"},"name":"run_shell_command"},"thoughtSignature":"x"}`),
+		[]byte(`{"inlineData":{"mimeType":"image/png","data":"iVBO"}}`),
+		[]byte(`not json`),
+	}
+	want := []string{"Line one", "command\ncat a\n"}
+	if diff := cmp.Diff(want, answerTexts(geminiAnswer(parts))); diff != "" {
+		t.Errorf("answer texts (-want +got):\n%s", diff)
+	}
+	if geminiAnswer(nil) == nil {
+		t.Error("an empty content is no answer")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctxguard/ctxguard/store"
 )
@@ -65,7 +66,7 @@ func fixture() ([]Request, DetailedRewriter) {
 		{Body: body(msg("user", A, false), msg("assistant", B, false), msg("user", C, true)), Model: "claude-opus-4-5"},
 		{Body: body(msg("user", A, false), msg("assistant", B, false), msg("user", C, false), msg("assistant", D, false), msg("user", E, true)), Model: "claude-opus-4-5"},
 	}
-	rw := func(b []byte) (Outcome, error) {
+	rw := func(b []byte, _ time.Time) (Outcome, error) {
 		if !bytes.Contains(b, []byte(D)) {
 			return Outcome{Body: b, Stages: []Stage{{Name: "shrink", Body: b}, {Name: "clear", Body: b}}}, nil
 		}

@@ -39,7 +39,9 @@ type Rewriter func(body []byte) ([]byte, error)
 // DetailedRewriter is a Rewriter that also says what each pass did. An
 // error stops the session's replay; a pass failure the proxy would survive
 // (fail open) is reported in Outcome.Failed instead.
-type DetailedRewriter func(body []byte) (Outcome, error)
+// A request is rewritten at its time (Request.Time, zero when the
+// transcript has none): a rewriter times the session's prompt cache by it.
+type DetailedRewriter func(body []byte, at time.Time) (Outcome, error)
 
 // Outcome is what a DetailedRewriter did to one request.
 type Outcome struct {
@@ -105,7 +107,7 @@ type Stage struct {
 
 // detailed adapts a plain Rewriter.
 func (rw Rewriter) detailed() DetailedRewriter {
-	return func(body []byte) (Outcome, error) {
+	return func(body []byte, _ time.Time) (Outcome, error) {
 		sent, err := rw(body)
 		return Outcome{Body: sent}, err
 	}
@@ -402,6 +404,9 @@ type Request struct {
 	Reset bool
 	// Model is the model the request names, for pricing; optional.
 	Model string
+	// Path is the URL path the request goes to when its API names things
+	// there (transcript.Request.Path); "" otherwise.
+	Path string
 	// Time is when the client sent the request (transcript.Request.Time);
 	// zero when unknown.
 	Time time.Time
@@ -446,7 +451,7 @@ func Measure(name string, stream []Request, rw DetailedRewriter, opt Options) (*
 		if req.Reset {
 			prevOrig, prevSent = nil, nil
 		}
-		out, err := rw(body)
+		out, err := rw(body, req.Time)
 		if err != nil {
 			return st, fmt.Errorf("%s request %d: %w", name, i, err)
 		}
