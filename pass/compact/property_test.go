@@ -59,6 +59,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/gemini"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
@@ -88,6 +89,7 @@ var wires = []wire{
 	}},
 	{transcript.ProtoResponses, responses.Protocol, responses.ValidateRewrite},
 	{transcript.ProtoChat, chat.Protocol, chat.ValidateRewrite},
+	{transcript.ProtoGemini, gemini.Protocol, gemini.ValidateRewrite},
 }
 
 // propSummarizer is a model whose behaviour a configuration sets:
