@@ -2,7 +2,7 @@ package compact
 
 // Property tests: the compaction pass keeps its contract on whole
 // generated sessions (tools/sessiongen) written in each protocol
-// (Anthropic Messages, OpenAI Responses, OpenAI Chat Completions), under
+// (Anthropic Messages, OpenAI Responses, OpenAI Chat Completions, Gemini), under
 // summarizers that answer, fail, answer nothing usable or never answer in
 // time, and stores that fail. Every request of a session goes through one
 // long-lived pass (a process that saw the session's earlier requests) and
