@@ -298,11 +298,13 @@ type RequestDetail struct {
 	Skipped   string         `json:"skipped,omitempty"`
 	ErrorID   string         `json:"error_id,omitempty"`
 	// Reason says why an overflow recovery failed (record.Exchange.Reason).
-	Reason     string        `json:"reason,omitempty"`
-	Passes     []record.Pass `json:"passes"`
-	Notes      []string      `json:"notes"`
-	Event      bool          `json:"event"`
-	Compaction string        `json:"compaction,omitempty"`
+	Reason string        `json:"reason,omitempty"`
+	Passes []record.Pass `json:"passes"`
+	Notes  []string      `json:"notes"`
+	Event  bool          `json:"event"`
+	// Cause says why the event happened (record.Exchange.Cause).
+	Cause      string `json:"cause,omitempty"`
+	Compaction string `json:"compaction,omitempty"`
 	// Summary is the compaction's summary text; SummaryError says why it
 	// could not be read.
 	Summary      string     `json:"summary,omitempty"`
@@ -389,7 +391,7 @@ func (d *Dashboard) Request(seq uint64) (*RequestDetail, error) {
 	v := &RequestDetail{Seq: x.Seq, Start: x.Start, N: n, Protocol: x.Protocol, Route: x.Route, Path: x.Path,
 		Client: x.Client, Model: x.Model, ModelID: x.ModelID, Window: x.Window, MaxOutput: x.MaxOutput,
 		Outcome: x.Outcome, Skipped: x.Skipped, ErrorID: x.ErrorID, Reason: x.Reason,
-		Passes: nonNil(x.Passes), Notes: nonNil(x.Notes), Event: x.Event, Compaction: x.Compaction, Stubs: []StubView{},
+		Passes: nonNil(x.Passes), Notes: nonNil(x.Notes), Event: x.Event, Cause: x.Cause, Compaction: x.Compaction, Stubs: []StubView{},
 		Before: x.TokensBefore, After: x.TokensAfter, Added: p.Added, Saved: p.Saved,
 		DryRun: p.DryRun, WouldSend: p.WouldSend, WouldSave: p.WouldSave,
 		CalBefore: x.CalibratedBefore, CalAfter: x.CalibratedAfter,

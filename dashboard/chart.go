@@ -48,7 +48,7 @@ func (d *Dashboard) chartSession(key string) (*chart.Session, bool) {
 	var origUSD, sentUSD float64
 	s.points.each(func(p Point) bool {
 		shown := p.shown()
-		cs.Requests = append(cs.Requests, chart.Request{Orig: p.Before, Sent: shown, Event: p.Event, Compaction: p.Compaction, Reset: p.Client})
+		cs.Requests = append(cs.Requests, chart.Request{Orig: p.Before, Sent: shown, Event: p.Event, Compaction: p.Compaction, Reset: p.Client, Cold: p.Cold})
 		cs.DryRun = cs.DryRun || p.DryRun
 		orig += p.Before
 		sent += shown

@@ -25,6 +25,10 @@ func TestColdCache(t *testing.T) {
 		before  int
 		after   int
 		reads   int // cache reads in the usage; 0: no usage
+		// ttl and cold: the engine's decision (record.Exchange.CacheTTL
+		// and Cold); ttl 0: none.
+		ttl  time.Duration
+		cold bool
 	}
 	type got struct {
 		Cold  bool
@@ -38,24 +42,33 @@ func TestColdCache(t *testing.T) {
 		want  []got
 	}{
 		{"registry default: 5 minutes", nil, []step{
-			{"h:a", t0, 4000, 4000, 0},
-			{"h:a", t0.Add(5 * time.Minute), 4000, 3000, 0},              // exactly the lifetime: warm
-			{"h:a", t0.Add(10*time.Minute + time.Second), 5000, 3000, 0}, // 5m1s: cold
-			{"h:b", t0.Add(time.Hour), 4000, 3000, 0},                    // a session's first request is not cold
-			{"h:a", t0.Add(11 * time.Minute), 4000, 3000, 0},             // a minute after the cold one: warm
+			{"h:a", t0, 4000, 4000, 0, 0, false},
+			{"h:a", t0.Add(5 * time.Minute), 4000, 3000, 0, 0, false},              // exactly the lifetime: warm
+			{"h:a", t0.Add(10*time.Minute + time.Second), 5000, 3000, 0, 0, false}, // 5m1s: cold
+			{"h:b", t0.Add(time.Hour), 4000, 3000, 0, 0, false},                    // a session's first request is not cold
+			{"h:a", t0.Add(11 * time.Minute), 4000, 3000, 0, 0, false},             // a minute after the cold one: warm
 		}, []got{{false, 0}, {false, 0.0005}, {true, 0.004}, {false, 0.0005}, {false, 0.0005}}},
 		{"cache reads in the usage: warm after a long gap", nil, []step{
-			{"h:a", t0, 4000, 4000, 0},
-			{"h:a", t0.Add(30 * time.Minute), 4000, 3000, 100},
+			{"h:a", t0, 4000, 4000, 0, 0, false},
+			{"h:a", t0.Add(30 * time.Minute), 4000, 3000, 100, 0, false},
 		}, []got{{false, 0}, {false, 0.0005}}},
 		{"the registry's entry for the model (OpenAI in memory)", func(string) model.Info { return model.Lookup("gpt-5.2") }, []step{
-			{"h:a", t0, 4000, 4000, 0},
-			{"h:a", t0.Add(4 * time.Minute), 4000, 3000, 0},
-			{"h:a", t0.Add(10 * time.Minute), 5000, 3000, 0},
+			{"h:a", t0, 4000, 4000, 0, 0, false},
+			{"h:a", t0.Add(4 * time.Minute), 4000, 3000, 0, 0, false},
+			{"h:a", t0.Add(10 * time.Minute), 5000, 3000, 0, 0, false},
 		}, []got{{false, 0}, {false, 0.0005}, {true, 0.004}}},
+		{"the engine's decision: a 1-hour cache is warm after 10 minutes", nil, []step{
+			{"h:a", t0, 4000, 4000, 0, time.Hour, false},
+			{"h:a", t0.Add(10 * time.Minute), 4000, 3000, 0, time.Hour, false},
+			{"h:a", t0.Add(80 * time.Minute), 5000, 3000, 0, time.Hour, true},
+		}, []got{{false, 0}, {false, 0.0005}, {true, 0.004}}},
+		{"the engine's decision, but the usage read the cache", nil, []step{
+			{"h:a", t0, 4000, 4000, 0, time.Hour, false},
+			{"h:a", t0.Add(80 * time.Minute), 4000, 3000, 100, time.Hour, true},
+		}, []got{{false, 0}, {false, 0.0005}}},
 		{"no arrival time: warm", nil, []step{
-			{"h:a", time.Time{}, 4000, 4000, 0},
-			{"h:a", time.Time{}, 4000, 3000, 0},
+			{"h:a", time.Time{}, 4000, 4000, 0, 0, false},
+			{"h:a", time.Time{}, 4000, 3000, 0, 0, false},
 		}, []got{{false, 0}, {false, 0.0005}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +77,7 @@ func TestColdCache(t *testing.T) {
 			for _, s := range tc.steps {
 				x := ex(s.session, s.before, s.after)
 				x.Start = s.start
+				x.CacheTTL, x.Cold = s.ttl, s.cold
 				if s.reads > 0 {
 					x.Usage = usage(0, s.reads, 0)
 				}
@@ -101,5 +115,27 @@ func TestColdCache(t *testing.T) {
 				t.Errorf("session points (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestEventCause: the request page says why an edit event happened, as
+// the record does.
+func TestEventCause(t *testing.T) {
+	d := New(Options{Now: newClock(at(12, 0)).Now, Prices: prices})
+	var xs []*record.Exchange
+	for _, cause := range []string{record.CauseThreshold, record.CauseCold, ""} {
+		x := ex("h:a", 4000, 3000)
+		x.Event, x.Cause = cause != "", cause
+		xs = append(xs, x)
+	}
+	feed(d, xs...)
+	for i, x := range xs {
+		r, err := d.Request(x.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Cause != x.Cause || r.Event != x.Event {
+			t.Errorf("request %d: event %v cause %q, want %v %q", i, r.Event, r.Cause, x.Event, x.Cause)
+		}
 	}
 }

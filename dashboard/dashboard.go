@@ -440,14 +440,21 @@ func (d *Dashboard) rollDay(now time.Time) {
 }
 
 // cold reports whether x arrived after the prompt cache of its session s
-// (nil: listed in none, never cold) expired: later than its model's
-// cache lifetime after the session's previous request, and without
-// cache reads in its usage (the package doc, Money). d.mu is held.
+// (nil: listed in none, never cold) expired, and its usage shows no cache
+// reads (the package doc, Money). The engine decides it when the request
+// arrives, with the lifetime the request asked for (record.Exchange.Cold
+// and CacheTTL); for a record without that decision (one the engine did
+// not time: not parsed, or written by an earlier version) the dashboard
+// times it itself: later than its model's cache lifetime after the
+// session's previous request. d.mu is held.
 func (d *Dashboard) cold(s *session, x *record.Exchange) bool {
-	if s == nil || s.arrived.IsZero() || x.Start.IsZero() {
+	if x.Usage != nil && x.Usage.CacheRead > 0 {
 		return false
 	}
-	if x.Usage != nil && x.Usage.CacheRead > 0 {
+	if x.CacheTTL > 0 {
+		return x.Cold
+	}
+	if s == nil || s.arrived.IsZero() || x.Start.IsZero() {
 		return false
 	}
 	info := model.Lookup(modelKey(x))

@@ -66,16 +66,25 @@ func coldKey(session string, i int) string { return "cold/" + session + "/" + st
 // as the store has them, with the current request's decision added: the
 // request holding at messages arrived at now, and the session's cache
 // keeps a prefix for ttl. A request the store already has as cold (a
-// retry, or one another process saw first) stays cold. A request is
-// found cold when this process saw the session's previous request more
-// than ttl before now; a session it has not seen (a restart, the first
-// request) is taken to be warm. A store that fails leaves the current
-// request warm and returns what it read (err says why).
+// retry, or one another process saw first) stays cold. A request is found
+// cold when the session's previous request, as this process saw it or as
+// the store says another process (or this one before a restart) saw it,
+// came more than ttl before now; the first request of a session is warm.
+// A store that fails leaves the current request warm and returns what it
+// read (err says why).
 func (b *coldBook) decide(ctx context.Context, session string, at int, now time.Time, ttl time.Duration) (points []int, cold bool, err error) {
 	if session == "" {
 		return nil, false, nil
 	}
 	prev, seen := b.arrived(session, now)
+	if !seen || now.Sub(prev) > ttl {
+		// Another process on the store may have served the session
+		// since this one last did (or this one restarted).
+		if t, ok := b.published(ctx, session); ok && (!seen || t.After(prev)) {
+			prev, seen = t, true
+		}
+	}
+	b.publish(ctx, session, now)
 	for i := 0; i < maxColdPoints; i++ {
 		v, ok, err := b.decisions.Get(ctx, coldKey(session, i))
 		if err != nil {
@@ -105,6 +114,30 @@ func (b *coldBook) decide(ctx context.Context, session string, at int, now time.
 		}
 	}
 	return sorted(points), false, nil
+}
+
+// seenKey names the record of when a session's latest request arrived,
+// which every process on the store writes (publish) and reads when its
+// own memory does not say the session's cache is warm (published).
+func seenKey(session string) string { return "seen/" + session }
+
+// published returns when the store says session's latest request arrived.
+func (b *coldBook) published(ctx context.Context, session string) (time.Time, bool) {
+	v, err := b.decisions.Store.Get(ctx, seenKey(session))
+	if err != nil {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, n), true
+}
+
+// publish tells the store that session has a request at now. A store
+// that fails loses only a cold decision another process could have made.
+func (b *coldBook) publish(ctx context.Context, session string, now time.Time) {
+	_ = b.decisions.Store.Put(ctx, seenKey(session), strconv.AppendInt(nil, now.UnixNano(), 10))
 }
 
 // arrived records that session has a request at now, and returns when its

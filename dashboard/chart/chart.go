@@ -8,7 +8,9 @@
 // (class "event"), each compaction ctxguard made as an amber one (class
 // "compaction"; a compaction is an edit event too, marked as the
 // compaction) and each client compaction as a grey dotted one (class
-// "client-compaction"). replay's charts and the dashboard draw the same
+// "client-compaction"). An event or compaction made at a request that found
+// the prompt cache cold (so it cost no cache write) has a cyan dot on top
+// of its line (class "cold"). replay's charts and the dashboard draw the same
 // picture with it. It depends on nothing of ctxguard's.
 //
 // The SVG is written by hand (no dependency): fixed-size panels, plain
@@ -56,7 +58,10 @@ type Request struct {
 	Event      bool // an edit event
 	Compaction bool // ctxguard compacted the history (an edit event too)
 	Reset      bool // a client compaction
-	Invalid    string
+	// Cold: the request found the prompt cache cold (it had expired);
+	// an event there cost no cache write of its own.
+	Cold    bool
+	Invalid string
 }
 
 // Theme is a chart's palette, as SVG colors. Light is replay's; Dark is
@@ -65,6 +70,7 @@ type Theme struct {
 	Background, Panel, Border string // the page, a panel's fill and its border
 	Orig, Sent, Saved         string // the original and sent lines, the area between them
 	Event, Compaction, Reset  string // edit event, compaction and client compaction markers
+	Cold                      string // the dot on an event at a cold cache
 	Overflow                  string // the overflow line
 	Grid, Text, Muted         string
 }
@@ -72,11 +78,11 @@ type Theme struct {
 var (
 	// Light is the default theme, the one replay's charts use.
 	Light = Theme{Background: "#f9fafb", Panel: "#ffffff", Border: "#d1d5db",
-		Orig: "#4b5563", Sent: "#2563eb", Saved: "#bfdbfe", Event: "#dc2626", Compaction: "#d97706", Reset: "#9ca3af",
+		Orig: "#4b5563", Sent: "#2563eb", Saved: "#bfdbfe", Event: "#dc2626", Compaction: "#d97706", Reset: "#9ca3af", Cold: "#0891b2",
 		Overflow: "#7c3aed", Grid: "#e5e7eb", Text: "#111827", Muted: "#4b5563"}
 	// Dark suits a dark page.
 	Dark = Theme{Background: "#0f1115", Panel: "#161a21", Border: "#2d3440",
-		Orig: "#d1d5db", Sent: "#60a5fa", Saved: "#1e3a8a", Event: "#f87171", Compaction: "#fbbf24", Reset: "#6b7280",
+		Orig: "#d1d5db", Sent: "#60a5fa", Saved: "#1e3a8a", Event: "#f87171", Compaction: "#fbbf24", Reset: "#6b7280", Cold: "#22d3ee",
 		Overflow: "#a78bfa", Grid: "#262c36", Text: "#e5e7eb", Muted: "#9ca3af"}
 )
 
@@ -92,6 +98,7 @@ const (
 	markerWidth   = 1.5
 	compactWidth  = 2.0
 	overflowWidth = 1.5
+	coldRadius    = 4.0
 )
 
 // OffChart is how far below the overflow line a session's largest prompt
@@ -158,6 +165,7 @@ func legend(b *svg, x, y int, dry bool) {
 		{"edit event", b.th.Event, eventDash, markerWidth},
 		{"compaction", b.th.Compaction, "", compactWidth},
 		{"client compaction", b.th.Reset, resetDash, markerWidth},
+		{"• at a cold cache", b.th.Cold, "", coldRadius},
 	}
 	// Text widths are approximated (7 px a character at 12 px).
 	cx := x
@@ -277,6 +285,9 @@ func panel(b *svg, x, y, w, h int, s *Session) {
 			b.marker("compaction", xv(i), py, py+ph, b.th.Compaction, compactWidth, "")
 		case q.Event:
 			b.marker("event", xv(i), py, py+ph, b.th.Event, markerWidth, eventDash)
+		}
+		if q.Cold && (q.Compaction || q.Event) {
+			fmt.Fprintf(&b.sb, `<circle class="cold" cx="%s" cy="%s" r="%s" fill="%s"/>`+"\n", num(xv(i)), num(py+coldRadius+1), num(coldRadius), b.th.Cold)
 		}
 	}
 	orig := make([]string, n)

@@ -41,13 +41,14 @@ func TestEscapes(t *testing.T) {
 func TestMarks(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		kinds string // per request: . plain, e edit event, c compaction (an event too), C client compaction
+		kinds string // per request: . plain, e edit event, c compaction (an event too), C client compaction; E and K: an event and a compaction at a cold cache, * a cold request without one
 		first int
 		line  int
 		want  Marks
 	}{
 		{"one request", ".", 0, 0, Marks{Requests: 1, First: 1, OrigOnTop: true}},
 		{"kinds apart", "e.c.C.e", 0, 0, Marks{Requests: 7, First: 1, Events: []int{1, 7}, Compactions: []int{3}, ClientCompactions: []int{5}, OrigOnTop: true}},
+		{"events at a cold cache", "eE.K*", 0, 0, Marks{Requests: 5, First: 1, Events: []int{1, 2}, Compactions: []int{4}, Cold: []int{2, 4}, OrigOnTop: true}},
 		{"numbered from first", "..c", 41, 0, Marks{Requests: 3, First: 41, Compactions: []int{43}, OrigOnTop: true}},
 		// The largest prompt is 1000 × 4 = 4,000 tokens.
 		{"line drawn", "....", 0, 12_000, Marks{Requests: 4, First: 1, Line: 12_000, LineDrawn: true, OrigOnTop: true}},
@@ -57,7 +58,7 @@ func TestMarks(t *testing.T) {
 			s := &Session{Name: "s", First: tc.first, Line: tc.line}
 			for i, k := range tc.kinds {
 				s.Requests = append(s.Requests, Request{Orig: 1000 * (i + 1), Sent: 800 * (i + 1),
-					Event: k == 'e' || k == 'c', Compaction: k == 'c', Reset: k == 'C'})
+					Event: strings.ContainsRune("ecEK", k), Compaction: k == 'c' || k == 'K', Reset: k == 'C', Cold: strings.ContainsRune("EK*", k)})
 			}
 			for _, th := range []Theme{Light, Dark} {
 				got, err := ReadMarks(SessionSVG(s, th))
@@ -69,7 +70,7 @@ func TestMarks(t *testing.T) {
 				}
 			}
 			b := string(SessionSVG(s, Light))
-			for _, label := range []string{">compaction<", ">edit event<", ">client compaction<", ">overflow line<"} {
+			for _, label := range []string{">compaction<", ">edit event<", ">client compaction<", ">overflow line<", ">• at a cold cache<"} {
 				if !strings.Contains(b, label) {
 					t.Errorf("the legend lacks %s", label)
 				}

@@ -18,6 +18,9 @@ type Marks struct {
 	// Events, Compactions and ClientCompactions are the numbers of the
 	// requests each kind of marker stands at, in drawing order.
 	Events, Compactions, ClientCompactions []int
+	// Cold are the requests whose event or compaction was made at a
+	// cold cache (the dots on their markers).
+	Cold []int
 	// Line is the overflow line's tokens (0: none); LineDrawn says it is
 	// drawn across the plot rather than named in a note above it.
 	Line      int
@@ -84,6 +87,8 @@ func ReadMarks(svg []byte) (Marks, error) {
 			m.OrigOnTop = sentAt >= 0 && attr["stroke-dasharray"] != ""
 		case se.Name.Local == "line" && (class == "event" || class == "compaction" || class == "client-compaction"):
 			marks[class] = append(marks[class], attr["x1"])
+		case se.Name.Local == "circle" && class == "cold":
+			marks[class] = append(marks[class], attr["cx"])
 		case class == "overflow":
 			if m.Line, err = strconv.Atoi(attr["data-tokens"]); err != nil || m.Line <= 0 {
 				return Marks{}, errors.New("chart: bad overflow line " + attr["data-tokens"])
@@ -111,6 +116,9 @@ func ReadMarks(svg []byte) (Marks, error) {
 		return Marks{}, err
 	}
 	if m.Compactions, err = at("compaction"); err != nil {
+		return Marks{}, err
+	}
+	if m.Cold, err = at("cold"); err != nil {
 		return Marks{}, err
 	}
 	if m.ClientCompactions, err = at("client-compaction"); err != nil {

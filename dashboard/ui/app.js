@@ -244,7 +244,10 @@ async function requestPage() {
     " (" + (r.tokens_before ? pct(saved / r.tokens_before) : "0%") + (r.dry_run ? " would be saved in a dry run: the original went" : " saved") + ", estimated" +
     (r.tokens_added ? "; " + added(r.tokens_added) : "") + ")");
   if (r.calibrated_before) fact("API tokens", exact(r.calibrated_before) + " → " + exact(r.calibrated_after));
-  fact("Edit event", r.event ? el("span", { class: "badge event" }, "yes: the prompt cache is written again from the change") : "no");
+  const causes = { threshold: "the history grew past a rule's trigger", cold: "the prompt cache had expired, so the edit cost no cache write", overflow: "the request would not have fitted the window", recovery: "the retry of a request the upstream found too long" };
+  fact("Edit event", r.event ? el("span", { class: "badge event", "data-cause": r.cause || "" }, "yes: the prompt cache is written again from the change") : "no",
+    r.event && causes[r.cause] ? " (" + causes[r.cause] + ")" : "");
+  if (r.cold) fact("Cache", "cold: the request came after its session's prompt cache had expired");
   if (r.usage) fact("Usage", exact(r.usage.input) + " input · " + exact(r.usage.cache_read) + " cache read · " + exact(r.usage.cache_write) + " cache write · " + exact(r.usage.output) + " output");
   fact("Money", "spent " + usd(r.spent_usd) + " · saved " + usd(r.saved_usd) + (r.added_usd ? " · settings added " + usd(r.added_usd) : ""));
   fact("Bytes", bytes(r.bytes_in) + " → " + bytes(r.bytes_out) + " · answer " + bytes(r.bytes_resp));

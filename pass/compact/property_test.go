@@ -165,6 +165,9 @@ type propConfig struct {
 	sum  string // propSummarizer's mode; "" for no summarizer
 	// failStore makes one store operation in every few fail.
 	failStore bool
+	// cold, if not 0, makes every cold-th request one that found the
+	// prompt cache cold (pipeline.Env.Cold).
+	cold int
 }
 
 // smallEnv is a model whose window generated sessions outgrow several
@@ -193,6 +196,8 @@ func propConfigs() []propConfig {
 		{name: "model-late", cfg: cfg, env: smallEnv, sum: "block"},
 		{name: "tokens-binding", cfg: tokensCfg, env: binding, sum: "answer"},
 		{name: "tokens-extractive", cfg: tokensCfg, env: smallEnv},
+		{name: "extractive-cold", cfg: cfg, env: smallEnv, cold: 4},
+		{name: "model-cold", cfg: cfg, env: smallEnv, sum: "answer", cold: 4},
 	}
 }
 
@@ -277,6 +282,7 @@ func (s *onceStore) check(key string, val []byte) {
 type propStats struct {
 	sessions, requests, compared, compactions, failedOpen int
 	model, extractive                                     int // compactions whose summary is a model's / extractive
+	coldSwaps                                             int // compactions at a cold request below swap
 	peak                                                  float64
 }
 
@@ -288,12 +294,13 @@ func (s *propStats) add(o propStats) {
 	s.failedOpen += o.failedOpen
 	s.model += o.model
 	s.extractive += o.extractive
+	s.coldSwaps += o.coldSwaps
 	s.peak = max(s.peak, o.peak)
 }
 
 func (s propStats) String() string {
-	return fmt.Sprintf("%d sessions, %d requests (%d compared with the previous), %d compactions (%d with a model's summary, %d extractive), %d failed open, largest request sent %.0f%% of the overflow line",
-		s.sessions, s.requests, s.compared, s.compactions, s.model, s.extractive, s.failedOpen, 100*s.peak)
+	return fmt.Sprintf("%d sessions, %d requests (%d compared with the previous), %d compactions (%d with a model's summary, %d extractive, %d at a cold request below swap), %d failed open, largest request sent %.0f%% of the overflow line",
+		s.sessions, s.requests, s.compared, s.compactions, s.model, s.extractive, s.coldSwaps, s.failedOpen, 100*s.peak)
 }
 
 // sent is what one request produced, for the next to be checked against.
@@ -350,11 +357,16 @@ func checkStream(t testing.TB, w wire, pc propConfig, name string, reqs [][]byte
 	lim := pc.cfg.resolve(pc.env.Window, pc.env.MaxOutput)
 	memo := map[string]any{}
 	var prev *sent
+	var cold []int // the requests that found the cache cold, by message count
 	for k, orig := range reqs {
 		where = fmt.Sprintf("%s [%s] request %d", name, pc.name, k)
 		origC, err := w.proto.Parse(orig)
 		if err != nil {
 			t.Fatalf("%s: the original does not parse: %v", where, err)
+		}
+		isCold := pc.cold > 0 && k%pc.cold == pc.cold-1
+		if isCold {
+			cold = append(cold, len(origC.Messages))
 		}
 		stable := 0
 		if prev != nil {
@@ -362,13 +374,14 @@ func checkStream(t testing.TB, w wire, pc propConfig, name string, reqs [][]byte
 		}
 		env := pc.env
 		env.Protocol = w.proto.Name()
+		env.Cold = slices.Clone(cold)
 		if model != nil {
 			model.hold()
 		}
 		res := pipeline.New(nil, long).Run(&pipeline.Request{Conv: origC, Env: &env, Memo: memo, Stable: stable})
 		var cur *sent
 		if res.Err == nil {
-			cur = checkRequest(t, w, pc, where, lim, orig, origC, res, ost)
+			cur = checkRequest(t, w, pc, where, lim, orig, origC, res, ost, env)
 		}
 		if model != nil {
 			model.release()
@@ -395,6 +408,9 @@ func checkStream(t testing.TB, w wire, pc propConfig, name string, reqs [][]byte
 		}
 		if cur.event {
 			st.compactions++
+			if isCold && tokens.Estimate(orig) < lim.swap {
+				st.coldSwaps++
+			}
 			if strings.Contains(cur.summary, "MODEL SUMMARY of") {
 				st.model++
 			} else {
@@ -421,7 +437,7 @@ const propBaseURL = "http://127.0.0.1:8787"
 
 // checkRequest checks properties 1-5 of one request and returns what it
 // sent, or nil after a failure.
-func checkRequest(t testing.TB, w wire, pc propConfig, where string, lim limits, orig []byte, origC *conversation.Conversation, res pipeline.Result, st *onceStore) *sent {
+func checkRequest(t testing.TB, w wire, pc propConfig, where string, lim limits, orig []byte, origC *conversation.Conversation, res pipeline.Result, st *onceStore, env pipeline.Env) *sent {
 	t.Helper()
 	// 1. A fresh process on the same store.
 	var sum pass.Summarizer
@@ -432,8 +448,8 @@ func checkRequest(t testing.TB, w wire, pc propConfig, where string, lim limits,
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := pc.env
-	env.Protocol = w.proto.Name()
+	// The same environment: the engine gives a fresh process the same
+	// stored cold requests.
 	again := pipeline.New(nil, fresh).Run(&pipeline.Request{Conv: origC, Env: &env})
 	fresh.Close()
 	if again.Err != nil {
@@ -661,6 +677,9 @@ func TestProperties(t *testing.T) {
 				t.Logf("%s: %v", pc.name, cs)
 				if cs.compactions == 0 {
 					t.Errorf("%s: no compaction: the sessions test nothing", pc.name)
+				}
+				if (pc.cold > 0) != (cs.coldSwaps > 0) {
+					t.Errorf("%s: %d compactions at a cold request below swap", pc.name, cs.coldSwaps)
 				}
 				if pc.sum == "answer" && cs.model == 0 || pc.sum != "answer" && cs.model > 0 {
 					t.Errorf("%s: %d compactions carry a model's summary", pc.name, cs.model)

@@ -144,7 +144,7 @@ func chartSession(s *SessionReport) *chart.Session {
 	c := &chart.Session{Name: s.Name, Model: s.Model, Line: s.Line, TokenRatio: s.TokenRatio, CostRatio: s.CostRatio, BPCostRatio: s.BPCostRatio,
 		PeakOrig: s.PeakOrig, PeakSent: s.PeakSent, Events: s.Events, Invalid: s.Invalid}
 	for _, q := range s.PerRequest {
-		c.Requests = append(c.Requests, chart.Request{Orig: q.OrigTokens, Sent: q.SentTokens, Event: q.Event,
+		c.Requests = append(c.Requests, chart.Request{Orig: q.OrigTokens, Sent: q.SentTokens, Event: q.Event, Cold: q.Cold,
 			Compaction: q.Summary, Reset: q.Reset, Invalid: q.Invalid})
 	}
 	return c
