@@ -183,6 +183,7 @@ type upstream struct {
 	blobs     map[string]bool     // blob ids named by stubs
 	carried   map[string]bool     // tags of requests that carried a model's summary
 	compacted int                 // requests that carried a compaction
+	gemini    int                 // Gemini requests that carried one
 	signed    int                 // requests that name a blob with its signature
 }
 
@@ -239,6 +240,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		if bytes.Contains(body, []byte("ctxguard compacted the first")) {
 			u.compacted++
+			if strings.HasPrefix(tag, "gemini:") {
+				u.gemini++
+			}
 		}
 		if signedRef.Match(body) {
 			u.signed++
@@ -267,6 +271,7 @@ type received struct {
 	blobs     map[string]bool
 	carried   map[string]bool
 	compacted int
+	gemini    int
 	signed    int
 }
 
@@ -274,8 +279,8 @@ type received struct {
 func (u *upstream) take() received {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	r := received{u.got, u.summaries, u.blobs, u.carried, u.compacted, u.signed}
-	u.got, u.summaries, u.blobs, u.carried, u.compacted, u.signed = map[string][32]byte{}, map[[32]byte]int{}, map[string]bool{}, map[string]bool{}, 0, 0
+	r := received{u.got, u.summaries, u.blobs, u.carried, u.compacted, u.gemini, u.signed}
+	u.got, u.summaries, u.blobs, u.carried, u.compacted, u.gemini, u.signed = map[string][32]byte{}, map[[32]byte]int{}, map[string]bool{}, map[string]bool{}, 0, 0, 0
 	return r
 }
 
@@ -462,8 +467,8 @@ func TestFleetSameBytes(t *testing.T) {
 			if diff > 0 {
 				t.Fatalf("%d of %d requests differ", diff, len(reqs))
 			}
-			if fl.compacted == 0 || fl.compacted != ref.compacted {
-				t.Fatalf("requests carrying a compaction: %d through one instance, %d through two; want the same, not 0", ref.compacted, fl.compacted)
+			if fl.compacted == 0 || fl.compacted != ref.compacted || fl.gemini == 0 {
+				t.Fatalf("requests carrying a compaction: %d through one instance, %d through two (%d Gemini); want the same, not 0", ref.compacted, fl.compacted, fl.gemini)
 			}
 			if (fl.signed > 0) != (token != "") {
 				t.Fatalf("%d requests name a blob with its signature; want some exactly when auth_token is set", fl.signed)
@@ -493,8 +498,8 @@ func TestFleetSameBytes(t *testing.T) {
 					first = b
 				}
 			}
-			t.Logf("%d requests, the same bytes; %d carried a compaction, %d named signed blobs; %d blobs served by both instances",
-				len(reqs), fl.compacted, fl.signed, len(fl.blobs))
+			t.Logf("%d requests, the same bytes; %d carried a compaction (%d Gemini), %d named signed blobs; %d blobs served by both instances",
+				len(reqs), fl.compacted, fl.gemini, fl.signed, len(fl.blobs))
 		})
 	}
 }
