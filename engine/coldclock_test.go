@@ -3,9 +3,15 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/openai/responses"
+	"github.com/ctxguard/ctxguard/protocol"
 	"github.com/ctxguard/ctxguard/store"
 	"github.com/google/go-cmp/cmp"
 )
@@ -79,4 +85,62 @@ func (downStore) Get(context.Context, string) ([]byte, error) { return nil, errD
 func (downStore) Put(context.Context, string, []byte) error   { return errDown }
 func (downStore) PutIfAbsent(context.Context, string, []byte) ([]byte, bool, error) {
 	return nil, false, errDown
+}
+
+// TestCacheTTLOfRequest: a request is timed with its model's cache
+// lifetime, or the longer one it asks for (Anthropic's "ttl":"1h" marker,
+// OpenAI's prompt_cache_retention "24h"); its result (and record) says
+// which, and whether it found the cache cold.
+func TestCacheTTLOfRequest(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		proto protocol.Protocol
+		body  func(n int) string // the request holding n user turns
+		ttl   time.Duration
+	}{
+		{"anthropic", anthropic.Protocol, func(n int) string {
+			return `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[` + turns(n, `{"role":"user","content":"q%d"}`, `{"role":"assistant","content":"a%d"}`) + `]}`
+		}, 5 * time.Minute},
+		{"anthropic, 1h marker", anthropic.Protocol, func(n int) string {
+			return `{"model":"claude-sonnet-4-5","max_tokens":10,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl":"1h"}}],"messages":[` + turns(n, `{"role":"user","content":"q%d"}`, `{"role":"assistant","content":"a%d"}`) + `]}`
+		}, time.Hour},
+		{"responses", responses.Protocol, func(n int) string {
+			return `{"model":"gpt-5.2","input":[` + turns(n, `{"role":"user","content":"q%d"}`, `{"role":"assistant","content":"a%d"}`) + `]}`
+		}, 5 * time.Minute},
+		{"responses, 24h retention", responses.Protocol, func(n int) string {
+			return `{"model":"gpt-5.2","prompt_cache_retention":"24h","input":[` + turns(n, `{"role":"user","content":"q%d"}`, `{"role":"assistant","content":"a%d"}`) + `]}`
+		}, 24 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := t0
+			e := newEngine(t, config.Defaults(), withStore(store.NewMemory()), withClock(func() time.Time { return now }))
+			send := func(n int, after time.Duration) Result {
+				now = t0.Add(after)
+				return e.RewriteBody(context.Background(), tc.proto, nil, []byte(tc.body(n)))
+			}
+			if r := send(1, 0); r.CacheTTL != tc.ttl || r.Cold {
+				t.Fatalf("first request: ttl %v cold %v, want %v and warm", r.CacheTTL, r.Cold, tc.ttl)
+			}
+			// Just within the lifetime: warm; just past it: cold.
+			if r := send(2, tc.ttl); r.Cold {
+				t.Errorf("a request %v after the one before found the cache cold", tc.ttl)
+			}
+			if r := send(3, 2*tc.ttl+time.Second); !r.Cold {
+				t.Errorf("a request %v after the one before found the cache warm", tc.ttl+time.Second)
+			}
+		})
+	}
+}
+
+// turns renders n user turns, with an assistant answer between them.
+func turns(n int, user, assistant string) string {
+	var parts []string
+	for i := 1; i <= n; i++ {
+		if i > 1 {
+			parts = append(parts, fmt.Sprintf(assistant, i-1))
+		}
+		parts = append(parts, fmt.Sprintf(user, i))
+	}
+	return strings.Join(parts, ",")
 }

@@ -211,6 +211,12 @@ func incrementalSameBytes(t *testing.T, cfg config.Config, h http.Header) {
 			}
 			if got.Event {
 				events++
+				// No clock moved: every event is the history's growth.
+				if got.Cause != record.CauseThreshold && got.Cause != record.CauseOverflow {
+					t.Errorf("%s request %d: event cause %q, want threshold or overflow", name, i, got.Cause)
+				}
+			} else if got.Cause != "" {
+				t.Errorf("%s request %d: cause %q without an event", name, i, got.Cause)
 			}
 		}
 		long.sessions.mu.Lock()

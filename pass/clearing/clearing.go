@@ -173,7 +173,7 @@ func Defaults() Config {
 			MaxShare:   model.Fraction(0.08),
 		},
 		Trim: Trim{Enabled: true, KeepRounds: 5},
-		Cold: Cold{Enabled: true, ClearAtLeast: model.Tokens(2_000), MaxWait: 10, Urgent: model.Fraction(0.5)},
+		Cold: Cold{Enabled: true, ClearAtLeast: model.Tokens(6_000), MaxWait: 10, Urgent: model.Fraction(0.5)},
 	}
 }
 
