@@ -1,6 +1,7 @@
 package gemini_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -212,5 +213,31 @@ func TestGuardSignatureFamilies(t *testing.T) {
 	res = g.RewriteBody(ctx, at("claude-sonnet-4-5"), nil, r4)
 	if strings.Contains(string(res.Body), `R0VNSU5J"`) || !strings.Contains(string(res.Body), `"thoughtSignature":"Q0xBVURF"`) || !strings.Contains(string(res.Body), `"id":"c2"}}`) {
 		t.Errorf("request 4: %s", res.Body)
+	}
+}
+
+// A request that continues cached content (cachedContent: the server
+// holds a prefix the body does not carry) gets the per-result rules
+// only: a result is compressed, nothing is cleared or compacted however
+// big the history.
+func TestGuardCachedContent(t *testing.T) {
+	g := newGuard(t, config.Defaults(), t.TempDir())
+	body := session(40)
+	ansi := strings.Repeat(`\u001b[32mok\u001b[0m line of test output\n`, 400)
+	body = bytes.Replace(body, []byte(`"output":"PASS test_39_line`), []byte(`"output":"`+ansi+`PASS test_39_line`), 1)
+	cached := bytes.Replace(body, []byte(`"generationConfig"`), []byte(`"cachedContent":"cachedContents/abc123","generationConfig"`), 1)
+	res := g.RewriteBody(context.Background(), pro, nil, cached)
+	if !res.Changed || strings.Contains(string(res.Body), `\u001b[32m`) {
+		t.Fatalf("the result was not compressed (passes %v)", res.Passes)
+	}
+	if strings.Contains(string(res.Body), "ctxguard cleared") || strings.Contains(string(res.Body), "ctxguard compacted") || res.Event {
+		t.Errorf("a continued request's history was edited")
+	}
+	if err := gemini.ValidateRewrite(cached, res.Body); err != nil {
+		t.Error(err)
+	}
+	// The same history without cachedContent is cleared.
+	if res := g.RewriteBody(context.Background(), pro, nil, body); !strings.Contains(string(res.Body), "ctxguard clear") {
+		t.Errorf("the history was not cleared without cachedContent (passes %v)", res.Passes)
 	}
 }

@@ -1,7 +1,6 @@
 package gemini
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
@@ -41,7 +40,10 @@ func Validate(body []byte) error {
 	return validate(c)
 }
 
-func validate(c *conversation.Conversation) error {
+func validate(c *conversation.Conversation) error { return check(c, true) }
+
+// check is validate, with the signature rule or without it (sigs).
+func check(c *conversation.Conversation, sigs bool) error {
 	var errs []error
 	msgs := c.Messages
 	signed := false
@@ -74,7 +76,7 @@ func validate(c *conversation.Conversation) error {
 			errs = append(errs, fmt.Errorf("content %d: %d function calls and no response after them", mi, calls(m)))
 		}
 	}
-	if signed {
+	if signed && sigs {
 		errs = append(errs, signatures(c)...)
 	}
 	return errors.Join(errs...)
@@ -168,15 +170,24 @@ func signatures(c *conversation.Conversation) []error {
 //     user content answering it) dropped, or replaced by what trimming
 //     leaves: a model content and a user content without calls or
 //     responses;
+//   - a thoughtSignature the thinking guard unsigned: its value
+//     replaced by SkipSignature, or the member removed;
 //   - the contents a compaction summary replaced.
 //
 // Everything else is byte for byte what orig holds: the members around
 // contents, every other content, and in the contents kept, every part's
-// thoughtSignature (a part kept is kept whole).
+// thoughtSignature but those the guard unsigned (a part kept is kept
+// whole). The rewrite is valid by Validate's rules but the signature rule
+// of the current turn: ValidateRewrite does not know the model, and for
+// a model of another family the guard removes a signature.
 func ValidateRewrite(orig, sent []byte) error { return rewriteRules.Check(orig, sent) }
 
+// rewriteRules check a rewrite without the signature rule of the
+// current turn: a rewrite does not know its model, and the thinking
+// guard removes a signature for a model of another family, where the
+// rule does not hold; what may happen to a signature is samePart's.
 var rewriteRules = uncompact.Rules{
-	Parse: Parse, Validate: validate, Same: sameContent,
+	Parse: Parse, Validate: func(c *conversation.Conversation) error { return check(c, false) }, Same: sameContent,
 	Round: func(c *conversation.Conversation, i int) bool { return isRound(c.Messages, i) },
 	Replaced: func(c *conversation.Conversation, j int) bool {
 		sm := c.Messages
@@ -192,9 +203,9 @@ func isRound(om []conversation.Message, i int) bool {
 }
 
 // sameContent reports how content s of sc differs from content o of oc
-// beyond what ValidateRewrite allows, or nil. A content whose parts were
-// all replaced by one text part (a note) is allowed when every part it
-// lost was a thought.
+// beyond what ValidateRewrite allows, or nil: the bytes around the parts
+// are the same, and each part is the same but for what samePart allows.
+// A content that lost parts may have lost thoughts (thoughtsRemoved).
 func sameContent(oc *conversation.Conversation, o *conversation.Message, sc *conversation.Conversation, s *conversation.Message) error {
 	if o.Role != s.Role {
 		return fmt.Errorf("a %s content became a %s one", o.Role, s.Role)
@@ -202,40 +213,103 @@ func sameContent(oc *conversation.Conversation, o *conversation.Message, sc *con
 	if len(o.Blocks) != len(s.Blocks) {
 		return thoughtsRemoved(oc, o, sc, s)
 	}
-	var oIn, sIn []conversation.Span // spans that may differ
+	oIn, sIn := make([]conversation.Span, len(o.Blocks)), make([]conversation.Span, len(s.Blocks))
 	for bi := range o.Blocks {
-		ob, sb := &o.Blocks[bi], &s.Blocks[bi]
-		switch {
-		case ob.Kind == conversation.ToolResult && sb.Kind == conversation.ToolResult:
-			oIn, sIn = append(oIn, ob.Content), append(sIn, sb.Content)
-		case ob.Kind == conversation.ToolCall && sb.Kind == conversation.ToolCall:
-			if ob.Input.IsZero() || sb.Input.IsZero() {
-				continue // no args: the part is compared whole
-			}
-			if jsonscan.KindOf(sc.Body, sb.Input) != jsonscan.KindOf(oc.Body, ob.Input) {
-				return fmt.Errorf("part %d: the args of call %s changed kind", bi, sc.Bytes(sb.Name))
-			}
-			oIn, sIn = append(oIn, ob.Input), append(sIn, sb.Input)
-		case ob.Kind != sb.Kind && sb.Kind == conversation.Text && (ob.Kind == conversation.Image || ob.Kind == conversation.Thinking):
-			oIn, sIn = append(oIn, ob.Span), append(sIn, sb.Span)
-		case ob.Kind != sb.Kind:
-			return fmt.Errorf("part %d: a %s became a %s", bi, ob.Kind, sb.Kind)
+		if err := samePart(oc, &o.Blocks[bi], sc, &s.Blocks[bi]); err != nil {
+			return fmt.Errorf("part %d: %w", bi, err)
 		}
+		oIn[bi], sIn[bi] = o.Blocks[bi].Span, s.Blocks[bi].Span
 	}
 	if !uncompact.SameExcept(oc.Body, o.Span, oIn, sc.Body, s.Span, sIn) {
-		return errors.New("changed beyond function responses, args and replaced parts")
+		return errors.New("changed around its parts")
 	}
 	return nil
 }
 
+// samePart reports how part s differs from part o beyond what a rewrite
+// may change, or nil: a functionResponse's response value, a
+// functionCall's args (still an object), an image or a thought replaced
+// by a text part, and the thoughtSignature the thinking guard replaced
+// by the skip value or removed (sigEdit).
+func samePart(oc *conversation.Conversation, ob *conversation.Block, sc *conversation.Conversation, sb *conversation.Block) error {
+	var oIn, sIn []conversation.Span // spans that may differ, in order
+	switch {
+	case ob.Kind == conversation.ToolResult && sb.Kind == conversation.ToolResult:
+		oIn, sIn = append(oIn, ob.Content), append(sIn, sb.Content)
+	case ob.Kind == conversation.ToolCall && sb.Kind == conversation.ToolCall:
+		if ob.Input.IsZero() || sb.Input.IsZero() {
+			break // no args: the call is compared whole
+		}
+		if jsonscan.KindOf(sc.Body, sb.Input) != jsonscan.KindOf(oc.Body, ob.Input) {
+			return fmt.Errorf("the args of call %s changed kind", sc.Bytes(sb.Name))
+		}
+		oIn, sIn = append(oIn, ob.Input), append(sIn, sb.Input)
+	case ob.Kind != sb.Kind && sb.Kind == conversation.Text && (ob.Kind == conversation.Image || ob.Kind == conversation.Thinking):
+		return nil
+	case ob.Kind != sb.Kind:
+		return fmt.Errorf("a %s became a %s", ob.Kind, sb.Kind)
+	}
+	if os, ss, ok := sigEdit(oc, ob, sc, sb); ok {
+		if len(oIn) > 0 && os.Start < oIn[0].Start {
+			oIn, sIn = append([]conversation.Span{os}, oIn...), append([]conversation.Span{ss}, sIn...)
+		} else {
+			oIn, sIn = append(oIn, os), append(sIn, ss)
+		}
+	}
+	if !uncompact.SameExcept(oc.Body, ob.Span, oIn, sc.Body, sb.Span, sIn) {
+		return fmt.Errorf("the %s part changed beyond what a rewrite may change", ob.Type)
+	}
+	return nil
+}
+
+// sigEdit returns the spans of o and s that differ where the thinking
+// guard unsigned part s (Dialect.Unsign): its thoughtSignature's value
+// replaced by SkipSignature, or the member removed with its separator
+// (from the comma before it, or to the comma after it when it came
+// first). ok is false when the signature is as it was.
+func sigEdit(oc *conversation.Conversation, ob *conversation.Block, sc *conversation.Conversation, sb *conversation.Block) (os, ss conversation.Span, ok bool) {
+	if ob.Signature.IsZero() {
+		return os, ss, false
+	}
+	if !sb.Signature.IsZero() {
+		if string(sc.Bytes(sb.Signature)) == SkipSignature && string(oc.Bytes(ob.Signature)) != SkipSignature {
+			return ob.Signature, sb.Signature, true
+		}
+		return os, ss, false
+	}
+	it := jsonscan.Members(oc.Body, ob.Span)
+	var prevEnd int
+	for k, v, more := it.NextMember(); more; k, v, more = it.NextMember() {
+		if v != ob.Signature {
+			prevEnd = v.End
+			continue
+		}
+		if prevEnd > 0 {
+			// ,"thoughtSignature":"..." goes; s has nothing where it was,
+			// as far from the part's end (what comes before, the call's
+			// args, may have changed).
+			at := sb.Span.End - (ob.Span.End - v.End)
+			return conversation.Span{Start: prevEnd, End: v.End}, conversation.Span{Start: at, End: at}, true
+		}
+		// The first member: it goes with the comma after it.
+		end := jsonscan.SkipSpace(oc.Body, v.End)
+		if end < ob.Span.End && oc.Body[end] == ',' {
+			end = jsonscan.SkipSpace(oc.Body, end+1)
+		}
+		at := sb.Span.Start + (k.Start - ob.Span.Start)
+		return conversation.Span{Start: k.Start, End: end}, conversation.Span{Start: at, End: at}, true
+	}
+	return os, ss, false
+}
+
 // thoughtsRemoved reports whether s is o without some of its thought
-// parts (every other part byte for byte), or o's thoughts replaced by one
-// text part when they were all it held.
+// parts (every other part the same but for what samePart allows), or
+// o's thoughts replaced by one text part when they were all it held.
 func thoughtsRemoved(oc *conversation.Conversation, o *conversation.Message, sc *conversation.Conversation, s *conversation.Message) error {
 	j := 0
 	for bi := range o.Blocks {
 		ob := &o.Blocks[bi]
-		if j < len(s.Blocks) && bytes.Equal(oc.Bytes(ob.Span), sc.Bytes(s.Blocks[j].Span)) {
+		if j < len(s.Blocks) && s.Blocks[j].Kind == ob.Kind && samePart(oc, ob, sc, &s.Blocks[j]) == nil {
 			j++
 			continue
 		}

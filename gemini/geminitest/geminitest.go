@@ -96,6 +96,13 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.reqs...)
 }
 
+// Reset forgets the requests received so far.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	s.reqs = nil
+	s.mu.Unlock()
+}
+
 // ServeHTTP answers one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
