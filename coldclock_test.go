@@ -169,4 +169,3 @@ func compareStreams(t *testing.T, name string, want, got [][]byte) {
 		}
 	}
 }
-
