@@ -26,6 +26,7 @@ import (
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/engine"
+	"github.com/ctxguard/ctxguard/gemini"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/observe"
 	"github.com/ctxguard/ctxguard/openai/chat"
@@ -131,10 +132,10 @@ func New(cfg config.Config, opts ...Option) (*Guard, error) {
 }
 
 // Protocols returns the APIs ctxguard speaks, most preferred first: the
-// Anthropic Messages API, the OpenAI Responses API and OpenAI Chat
-// Completions.
+// Anthropic Messages API, the OpenAI Responses API, OpenAI Chat
+// Completions and Google's Gemini API.
 func Protocols() []protocol.Protocol {
-	return []protocol.Protocol{anthropic.Protocol, responses.Protocol, chat.Protocol}
+	return []protocol.Protocol{anthropic.Protocol, responses.Protocol, chat.Protocol, gemini.Protocol}
 }
 
 // Compile builds the pipeline cfg describes: the passes it switches on,

@@ -41,7 +41,7 @@ func serveGuard(t *testing.T, cfg config.Config) (*Guard, *httptest.Server, *ant
 	t.Helper()
 	up := anthropictest.NewServer(anthropictest.Options{})
 	t.Cleanup(up.Close)
-	cfg.Upstreams = config.Upstreams{Anthropic: up.URL, OpenAI: up.URL}
+	cfg.Upstreams = config.AllUpstreams(up.URL)
 	g := newGuard(t, cfg)
 	h, err := g.Handler()
 	if err != nil {
@@ -300,25 +300,26 @@ func TestCalibrationLearnsGrowth(t *testing.T) {
 
 // TestOverloadedPerProtocol: ctxguard's own overloaded answer takes each
 // API's status and shape: Anthropic's 529 overloaded_error, the OpenAI
-// APIs' 503 with their error object.
+// APIs' 503 with their error object, Gemini's 503 UNAVAILABLE.
 func TestOverloadedPerProtocol(t *testing.T) {
 	want := map[string]struct {
 		status int
 		typ    string
-	}{"anthropic": {529, "overloaded_error"}, "responses": {503, "server_error"}, "chat": {503, "server_error"}}
+	}{"anthropic": {529, "overloaded_error"}, "responses": {503, "server_error"}, "chat": {503, "server_error"}, "gemini": {503, "UNAVAILABLE"}}
 	for _, p := range Protocols() {
 		rec := httptest.NewRecorder()
 		protocol.Write(context.Background(), rec, nil, p, &protocol.Error{Status: 529, Kind: protocol.Overloaded, Message: "busy"})
 		var body struct {
 			Type  string
-			Error struct{ Type string }
+			Error struct{ Type, Status string }
 		}
 		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 			t.Fatalf("%s: %v: %s", p.Name(), err, rec.Body)
 		}
 		w, ok := want[p.Name()]
-		if !ok || rec.Code != w.status || body.Error.Type != w.typ {
-			t.Errorf("%s: status %d, error type %q, want %+v", p.Name(), rec.Code, body.Error.Type, w)
+		typ := body.Error.Type + body.Error.Status // Gemini's is a status name
+		if !ok || rec.Code != w.status || typ != w.typ {
+			t.Errorf("%s: status %d, error type %q, want %+v", p.Name(), rec.Code, typ, w)
 		}
 	}
 }

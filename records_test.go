@@ -51,7 +51,7 @@ func TestRecords(t *testing.T) {
 	up := anthropictest.NewServer(anthropictest.Options{})
 	t.Cleanup(up.Close)
 	cfg := blobConfig()
-	cfg.Upstreams = config.Upstreams{Anthropic: up.URL, OpenAI: up.URL}
+	cfg.Upstreams = config.AllUpstreams(up.URL)
 	cfg.MaxBody = 8 << 20
 	var logs syncBuffer
 	g := newGuard(t, cfg, WithLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
@@ -354,7 +354,7 @@ func TestProbes(t *testing.T) {
 			up := anthropictest.NewServer(anthropictest.Options{})
 			t.Cleanup(up.Close)
 			cfg := config.Defaults()
-			cfg.Upstreams = config.Upstreams{Anthropic: up.URL, OpenAI: up.URL}
+			cfg.Upstreams = config.AllUpstreams(up.URL)
 			cfg.AuthToken = "a-token-of-enough-length"
 			var opts []Option
 			if tc.st != nil {

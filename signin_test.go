@@ -34,7 +34,7 @@ func newAuthServer(t *testing.T, cfg config.Config, opts ...Option) *authServer 
 	t.Helper()
 	api := anthropictest.NewServer(anthropictest.Options{})
 	t.Cleanup(api.Close)
-	cfg.Upstreams = config.Upstreams{Anthropic: api.URL, OpenAI: api.URL}
+	cfg.Upstreams = config.AllUpstreams(api.URL)
 	g := newGuard(t, cfg, opts...)
 	h, err := g.Handler()
 	if err != nil {

@@ -115,7 +115,7 @@ type Config struct {
 }
 
 // Upstreams are the base URLs requests go to, by the family of their
-// protocol. The --upstream flag and CTXGUARD_UPSTREAM set both (one
+// protocol. The --upstream flag and CTXGUARD_UPSTREAM set them all (one
 // gateway that serves every API).
 type Upstreams struct {
 	// Anthropic serves the Messages API (/v1/messages) and requests that
@@ -125,6 +125,20 @@ type Upstreams struct {
 	// (/v1/chat/completions) and other requests. Default
 	// https://api.openai.com.
 	OpenAI string `yaml:"openai"`
+	// Gemini serves Google's Gemini API (/v1beta/models/...:generateContent
+	// and the rest of /v1beta/) and requests that carry Google's
+	// headers. Default https://generativelanguage.googleapis.com.
+	Gemini string `yaml:"gemini"`
+}
+
+// AllUpstreams returns Upstreams that send every family to url (one
+// gateway that serves every API: --upstream, CTXGUARD_UPSTREAM).
+func AllUpstreams(url string) Upstreams { return Upstreams{Anthropic: url, OpenAI: url, Gemini: url} }
+
+// ByFamily returns the base URLs by protocol family name
+// (protocol.Protocol.Family).
+func (u Upstreams) ByFamily() map[string]string {
+	return map[string]string{"anthropic": u.Anthropic, "openai": u.OpenAI, "gemini": u.Gemini}
 }
 
 // Local configures the endpoints under /ctxguard/ (blob retrieval,
@@ -256,7 +270,7 @@ type Limits struct {
 func Defaults() Config {
 	return Config{
 		Listen:    "127.0.0.1:8787",
-		Upstreams: Upstreams{Anthropic: "https://api.anthropic.com", OpenAI: "https://api.openai.com"},
+		Upstreams: Upstreams{Anthropic: "https://api.anthropic.com", OpenAI: "https://api.openai.com", Gemini: "https://generativelanguage.googleapis.com"},
 		MaxBody:   32 << 20,
 		DataDir:   defaultDataDir(),
 		BlobTTL:   7 * 24 * time.Hour,
@@ -397,7 +411,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 		c.Listen = v
 	}
 	if v := getenv("CTXGUARD_UPSTREAM"); v != "" {
-		c.Upstreams = Upstreams{Anthropic: v, OpenAI: v}
+		c.Upstreams = AllUpstreams(v)
 	}
 	if v := getenv("CTXGUARD_DATA_DIR"); v != "" {
 		c.DataDir = v
@@ -417,7 +431,7 @@ func (c Config) YAML() ([]byte, error) {
 	if c.AuthToken != "" {
 		c.AuthToken = Redacted
 	}
-	c.Upstreams = Upstreams{Anthropic: RedactURL(c.Upstreams.Anthropic), OpenAI: RedactURL(c.Upstreams.OpenAI)}
+	c.Upstreams = Upstreams{Anthropic: RedactURL(c.Upstreams.Anthropic), OpenAI: RedactURL(c.Upstreams.OpenAI), Gemini: RedactURL(c.Upstreams.Gemini)}
 	if c.Store != "" {
 		c.Store = RedactURL(c.Store)
 	}

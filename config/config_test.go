@@ -159,9 +159,10 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Upstreams.Anthropic = "http://gw.example/v1" },
 			`upstreams.anthropic: "http://gw.example/v1" ends in /v1, which clients add themselves (a request for /v1/messages would reach http://gw.example/v1/v1/messages); write http://gw.example`},
 		{func(c *Config) {
-			c.Upstreams = Upstreams{Anthropic: "http://u:pw@gw.example/api/v1/", OpenAI: "http://u:pw@gw.example/api/v1/"}
+			c.Upstreams = AllUpstreams("http://u:pw@gw.example/api/v1/")
 		},
-			`upstreams.anthropic and upstreams.openai: "http://u:xxxxx@gw.example/api/v1/" ends in /v1`},
+			`upstreams.anthropic, upstreams.openai and upstreams.gemini: "http://u:xxxxx@gw.example/api/v1/" ends in /v1`},
+		{func(c *Config) { c.Upstreams.Gemini = "" }, "upstreams.gemini"},
 		{func(c *Config) { c.Upstreams.OpenAI = "https://api.openai.com/v1/responses" }, "upstreams.openai: \"https://api.openai.com/v1/responses\" ends in /v1/responses, which clients add themselves (a request for /v1/messages would reach https://api.openai.com/v1/responses/v1/messages); write https://api.openai.com"},
 		{func(c *Config) { c.Routes = map[string]string{"groq": "https://api.groq.com/openai/v1"} }, "routes.groq: \"https://api.groq.com/openai/v1\" ends in /v1, which clients add themselves (a request for /v1/messages would reach https://api.groq.com/openai/v1/v1/messages); write https://api.groq.com/openai"},
 		{func(c *Config) {
@@ -203,7 +204,7 @@ func TestEnv(t *testing.T) {
 	c := Defaults()
 	env := map[string]string{"CTXGUARD_LISTEN": "127.0.0.1:1", "CTXGUARD_UPSTREAM": "http://u", "CTXGUARD_DATA_DIR": "/d", "CTXGUARD_AUTH_TOKEN": "tok-0123456789abcdef"}
 	c.ApplyEnv(func(k string) string { return env[k] })
-	if c.Listen != "127.0.0.1:1" || c.Upstreams != (Upstreams{Anthropic: "http://u", OpenAI: "http://u"}) || c.DataDir != "/d" || c.AuthToken != "tok-0123456789abcdef" {
+	if c.Listen != "127.0.0.1:1" || c.Upstreams != AllUpstreams("http://u") || c.DataDir != "/d" || c.AuthToken != "tok-0123456789abcdef" {
 		t.Errorf("%+v", c)
 	}
 }

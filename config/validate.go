@@ -50,10 +50,10 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("public_url: %q must be an http(s) URL without credentials, query, fragment or trailing slash", RedactURL(c.PublicURL)))
 		}
 	}
-	upstreams := []struct{ key, url string }{{"upstreams.anthropic", c.Upstreams.Anthropic}, {"upstreams.openai", c.Upstreams.OpenAI}}
-	if c.Upstreams.Anthropic == c.Upstreams.OpenAI {
-		// One URL for both (--upstream, CTXGUARD_UPSTREAM): one error.
-		upstreams = []struct{ key, url string }{{"upstreams.anthropic and upstreams.openai", c.Upstreams.Anthropic}}
+	upstreams := []struct{ key, url string }{{"upstreams.anthropic", c.Upstreams.Anthropic}, {"upstreams.openai", c.Upstreams.OpenAI}, {"upstreams.gemini", c.Upstreams.Gemini}}
+	if c.Upstreams == AllUpstreams(c.Upstreams.Anthropic) {
+		// One URL for all (--upstream, CTXGUARD_UPSTREAM): one error.
+		upstreams = []struct{ key, url string }{{"upstreams.anthropic, upstreams.openai and upstreams.gemini", c.Upstreams.Anthropic}}
 	}
 	for _, up := range upstreams {
 		if !httpURL(up.url) {

@@ -154,6 +154,21 @@ type Dialect interface {
 	SessionID(c *Conversation) string
 }
 
+// Unsigner is implemented by Dialects whose signatures ride on blocks
+// that stand without them: Gemini's thoughtSignature on a functionCall,
+// text or other part, which the part keeps when its token is not the
+// target model's. The thinking guard unsigns such a block instead of
+// removing it (a call removed would break its pairing).
+type Unsigner interface {
+	// Unsign returns how block b of c (one with a Signature) stops
+	// carrying a token a model of the family target (model.Family) would
+	// refuse: the span to edit and its new bytes, or a nil repl when the
+	// span is an object member (key through value) to remove. ok is false
+	// for a block that does not stand without its token (a thought),
+	// which the guard removes whole.
+	Unsign(c *Conversation, b *Block, target string) (sp Span, repl []byte, ok bool)
+}
+
 // ImageInfo is what a Dialect reads of an image block.
 type ImageInfo struct {
 	Inline bool   // the image data is in the block (base64)

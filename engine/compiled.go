@@ -89,8 +89,7 @@ func (e *Engine) build(cfg config.Config, prev *compiled) (*compiled, error) {
 			s.summarizer = prev.summarizer
 			break
 		}
-		ups := map[string]string{"anthropic": cfg.Upstreams.Anthropic, "openai": cfg.Upstreams.OpenAI}
-		sc, err := summarize.New(cc.Summarizer, e.protocols, ups, nil, e.log)
+		sc, err := summarize.New(cc.Summarizer, e.protocols, cfg.Upstreams.ByFamily(), nil, e.log)
 		if err != nil {
 			return nil, err
 		}

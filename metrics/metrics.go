@@ -39,7 +39,7 @@ const namespace = "ctxguard"
 var (
 	// protocols: the protocols' names (record.Exchange.Protocol); the
 	// first knownProtocols have series from the start.
-	protocols = [...]string{"anthropic", "responses", "chat", other}
+	protocols = [...]string{"anthropic", "responses", "chat", "gemini", other}
 	// families: model.Family's names for the providers' families.
 	families = [...]string{"anthropic", "openai", "google", other, unknown}
 	// passes: the pipeline's passes (their Name), which configuration
@@ -61,7 +61,7 @@ var (
 const (
 	other          = "other"
 	unknown        = "unknown"
-	knownProtocols = 3
+	knownProtocols = 4
 )
 
 // Metrics holds ctxguard's Prometheus metrics. Observe and Handler are

@@ -161,7 +161,7 @@ func exchanges() []*record.Exchange {
 			Status: 529, BytesIn: 400000, BytesOut: 80000, BytesResp: 300,
 		},
 		{
-			Protocol: "gemini", Family: "google", Session: "s5",
+			Protocol: "bedrock", Family: "google", Session: "s5",
 			Outcome: record.Unchanged, TokensBefore: 50, TokensAfter: 50,
 			Rewrite: 100 * time.Microsecond, Total: 5 * time.Second,
 			Status: 0,
@@ -292,7 +292,7 @@ func TestObserve(t *testing.T) {
 func TestZeros(t *testing.T) {
 	m := New()
 	s := scrape(t, m)
-	for _, p := range []string{"anthropic", "responses", "chat"} {
+	for _, p := range []string{"anthropic", "responses", "chat", "gemini"} {
 		for _, tc := range [][]string{
 			{"ctxguard_failures_total", "kind=refused"},
 			{"ctxguard_upstream_responses_total", "status_class=5xx"},

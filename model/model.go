@@ -64,9 +64,14 @@ type Info struct {
 // and reads, in thousandths of the base input price: Anthropic bills a
 // write at 1.25x and a read at 0.1x; OpenAI caches by itself with no
 // write premium and bills a read at the cached-input price (0.1x for the
-// GPT-5 family). Other providers get Anthropic's, the dearer write.
+// GPT-5 family); Google's implicit caching has no write premium either
+// and bills a read at 0.1x ("Implicit caching provides a 90% discount on
+// cached tokens compared to standard input tokens", "There are no
+// storage costs for implicit caching":
+// docs.cloud.google.com/gemini-enterprise-agent-platform/models/context-cache/context-cache-overview).
+// Other providers get Anthropic's, the dearer write.
 func (i Info) CachePrices() (write, read int) {
-	if i.Provider == OpenAI {
+	if i.Provider == OpenAI || i.Provider == Google {
 		return 1000, 100
 	}
 	return 1250, 100
@@ -92,15 +97,26 @@ const (
 	// price. Source: platform.openai.com/docs/guides/prompt-caching.
 	OpenAICacheTTL         = 5 * time.Minute
 	OpenAIExtendedCacheTTL = 24 * time.Hour
+	// GoogleCacheTTL is how long Gemini's implicit cache is taken to
+	// keep a prefix. Google publishes no lifetime for it (ai.google.dev/
+	// gemini-api/docs/caching: "send requests with similar prefix in a
+	// short amount of time"; in-memory prefixes "are evicted as capacity
+	// is reclaimed"), and no request asks for a longer one (explicit
+	// cachedContents, with their own TTL, are a resource ctxguard leaves
+	// alone): the in-memory bound of the other providers, 5 minutes, is
+	// taken for both.
+	GoogleCacheTTL = 5 * time.Minute
 )
 
 // CacheTTL returns how long the model's provider keeps a cached prompt
 // prefix after its last use: its default lifetime, or the extended one
 // a request can ask for (Anthropic's "ttl":"1h", OpenAI's
-// prompt_cache_retention "24h"). Providers other than OpenAI get
-// Anthropic's figures.
+// prompt_cache_retention "24h"; Google has none: GoogleCacheTTL).
+// Providers other than OpenAI and Google get Anthropic's figures.
 func (i Info) CacheTTL(extended bool) time.Duration {
 	switch {
+	case i.Provider == Google:
+		return GoogleCacheTTL
 	case i.Provider == OpenAI && extended:
 		return OpenAIExtendedCacheTTL
 	case i.Provider == OpenAI:

@@ -473,10 +473,23 @@ func TestCacheTTL(t *testing.T) {
 		{"gpt-5.2-codex", false, 5 * time.Minute},
 		{"gpt-5.2-codex", true, 24 * 60 * time.Minute},
 		{"gemini-3-pro", false, 5 * time.Minute},
+		{"gemini-2.5-flash", true, 5 * time.Minute}, // implicit caching has no extended lifetime
 		{"some-unknown-model", true, 60 * time.Minute},
 	} {
 		if got := Lookup(tc.id).CacheTTL(tc.extended); got != tc.want {
 			t.Errorf("%s extended=%v: CacheTTL = %v, want %v", tc.id, tc.extended, got, tc.want)
+		}
+	}
+}
+
+// TestCachePrices: Anthropic bills a write at 1.25x; OpenAI and Google
+// (implicit caching) bill none; a read is 0.1x everywhere.
+func TestCachePrices(t *testing.T) {
+	for id, want := range map[string][2]int{
+		"claude-sonnet-4-5": {1250, 100}, "gpt-5": {1000, 100}, "gemini-2.5-pro": {1000, 100}, "gemini-3-pro-preview": {1000, 100},
+	} {
+		if w, r := Lookup(id).CachePrices(); w != want[0] || r != want[1] {
+			t.Errorf("%s: CachePrices %d, %d; want %v", id, w, r, want)
 		}
 	}
 }

@@ -108,6 +108,7 @@ var builtin = []Info{
 	{ID: "gemini-3-flash", Provider: Google, Window: 1_048_576, MaxOutput: 65_536},
 	{ID: "gemini-2.5-pro", Provider: Google, Window: 1_048_576, MaxOutput: 65_536},
 	{ID: "gemini-2.5-flash", Provider: Google, Window: 1_048_576, MaxOutput: 65_536},
+	{ID: "gemini-2.5-flash-lite", Provider: Google, Window: 1_048_576, MaxOutput: 65_536},
 	// Any other Gemini: the common 1M / 64K limits.
 	{ID: "gemini", Provider: Google, Window: 1_048_576, MaxOutput: 65_536},
 }

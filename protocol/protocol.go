@@ -164,7 +164,9 @@ func AppendList(h http.Header, name string, values ...string) {
 var ErrShape = errors.New("not a request of the protocol's shape")
 
 // Pick returns the protocol among protos that claims a request most
-// strongly (the first on a tie), or nil when none claims it.
+// strongly (the first on a tie), or nil when none claims it. A protocol
+// that reads part of a request from its path (PathBound) is returned as
+// its ForPath(path).
 func Pick(protos []Protocol, method, path string, h http.Header) Protocol {
 	var best Protocol
 	claim := No
@@ -173,7 +175,22 @@ func Pick(protos []Protocol, method, path string, h http.Header) Protocol {
 			best, claim = p, c
 		}
 	}
+	if pb, ok := best.(PathBound); ok {
+		best = pb.ForPath(path)
+	}
 	return best
+}
+
+// PathBound is implemented by protocols whose requests name in their URL
+// path what other APIs put in the body: Gemini's model and whether the
+// answer streams (/v1beta/models/{model}:streamGenerateContent). ForPath
+// returns the protocol for one request's path (after any route prefix):
+// the same API, with the same Name and Family, whose Parse sets
+// Conversation.Model and Stream from the path where the body does not
+// say. Pick applies it; a caller that rewrites bodies without Pick (a
+// replay) calls it itself. It is a value, safe for concurrent use.
+type PathBound interface {
+	ForPath(path string) Protocol
 }
 
 // Overflow is what an upstream's context-overflow error says: the size of

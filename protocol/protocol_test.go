@@ -194,3 +194,24 @@ func TestAppendList(t *testing.T) {
 		}
 	}
 }
+
+// boundProto is a protocol that reads its model from the path.
+type boundProto struct {
+	Protocol
+	path string
+}
+
+func (b boundProto) Claim(string, string, http.Header) Claim { return Yes }
+func (b boundProto) ForPath(path string) Protocol            { return boundProto{b.Protocol, path} }
+
+// TestPickPathBound: Pick hands out a PathBound protocol bound to the
+// request's path.
+func TestPickPathBound(t *testing.T) {
+	got := Pick([]Protocol{boundProto{}}, "POST", "/v1beta/models/m:generateContent", nil)
+	if b, ok := got.(boundProto); !ok || b.path != "/v1beta/models/m:generateContent" {
+		t.Errorf("Pick = %#v", got)
+	}
+	if Pick(nil, "POST", "/x", nil) != nil {
+		t.Error("Pick of no protocol")
+	}
+}

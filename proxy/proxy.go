@@ -601,6 +601,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request, rc *http.ResponseC
 
 // upstreamError classifies a RoundTrip failure.
 func (p *Proxy) upstreamError(r *http.Request, ctx context.Context, x *exchange, err error) error {
+	dropQuery(err)
 	if e := x.body.timeoutError(); e != nil {
 		return e
 	}
@@ -619,6 +620,19 @@ func (p *Proxy) upstreamError(r *http.Request, ctx context.Context, x *exchange,
 	}
 	return &protocol.Error{Status: http.StatusBadGateway, Kind: protocol.Internal,
 		Message: "ctxguard: upstream " + x.up.name + " unreachable", Err: err}
+}
+
+// dropQuery keeps a transport error from naming the request's query,
+// which may hold a credential (the Gemini API's key parameter): the
+// *url.Error net/http returns names the whole URL, and its text goes to
+// the log and the exchange's record.
+func dropQuery(err error) {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if i := strings.IndexByte(ue.URL, '?'); i >= 0 {
+			ue.URL = ue.URL[:i]
+		}
+	}
 }
 
 // rewrite runs the Rewriter, failing open on a panic.

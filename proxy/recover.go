@@ -69,6 +69,7 @@ func (p *Proxy) recoverOverflow(ctx context.Context, r *http.Request, out *http.
 	if err != nil {
 		// Fail open: the upstream's own answer, read whole above.
 		x.outBytes, x.changed = sent, changed
+		dropQuery(err)
 		x.recovery = "the compacted retry could not be sent: " + err.Error()
 		return res
 	}

@@ -83,7 +83,7 @@ type Exchange struct {
 	// Start is when the request arrived.
 	Start time.Time `json:"start"`
 
-	Protocol string `json:"protocol,omitempty"` // "anthropic", "responses", "chat"
+	Protocol string `json:"protocol,omitempty"` // "anthropic", "responses", "chat", "gemini"
 	Route    string `json:"route,omitempty"`    // a named route ("openrouter"), "" for the family's upstream
 	Path     string `json:"path,omitempty"`     // the API path, after a route's prefix
 	Client   string `json:"client,omitempty"`   // Client(User-Agent): "claude-code", "codex", ...

@@ -105,7 +105,7 @@ func serveProxy(t *testing.T, cfg config.Config) (*Server, *httptest.Server, *an
 	t.Helper()
 	up := anthropictest.NewServer(anthropictest.Options{})
 	t.Cleanup(up.Close)
-	cfg.Upstreams = config.Upstreams{Anthropic: up.URL, OpenAI: up.URL}
+	cfg.Upstreams = config.AllUpstreams(up.URL)
 	s := newServer(t, cfg)
 	h, err := s.Handler()
 	if err != nil {

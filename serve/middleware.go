@@ -38,12 +38,7 @@ func (s *Server) Middleware(req *http.Request, next func(*http.Request) (*http.R
 	if req.Body == nil || req.Body == http.NoBody {
 		return next(req)
 	}
-	// The SDK's base URL may have a path of its own: the API's path is
-	// what follows it, from /v1/ on.
-	path := req.URL.Path
-	if i := strings.Index(path, "/v1/"); i > 0 {
-		path = path[i:]
-	}
+	path := apiPath(req.URL.Path)
 	proto := protocol.Pick(s.protocols, req.Method, path, req.Header)
 	if proto == nil || !proto.Rewritable(req.Method, path) {
 		return next(req)
@@ -231,3 +226,22 @@ func (s *Server) Transport(base http.RoundTripper) http.RoundTripper {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// apiVersions are the first path segments of the APIs' paths.
+var apiVersions = []string{"/v1/", "/v1beta/", "/v1alpha/"}
+
+// apiPath returns the API's path in the path of a request an SDK sends,
+// whose base URL may have a path of its own: what follows it, from the
+// first version segment (/v1/, Gemini's /v1beta/ and /v1alpha/) on.
+func apiPath(path string) string {
+	at := -1
+	for _, v := range apiVersions {
+		if i := strings.Index(path, v); i > 0 && (at < 0 || i < at) {
+			at = i
+		}
+	}
+	if at > 0 {
+		return path[at:]
+	}
+	return path
+}

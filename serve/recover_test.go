@@ -29,7 +29,7 @@ func TestRecoverThroughProxy(t *testing.T) {
 	// ctxguard sends for the request.
 	limit := newServer(t, cfg, withStore(store.NewMemory())).engine.RewriteBody(context.Background(), anthropic.Protocol, guardtest.SessionHeader(4), body).TokensAfter * 4 / 5
 	up, got := tooLongUpstream(t, func() int { return limit })
-	cfg.Upstreams = config.Upstreams{Anthropic: up.URL, OpenAI: up.URL}
+	cfg.Upstreams = config.AllUpstreams(up.URL)
 	s := newServer(t, cfg, withSummarizer(blockingSummarizer{}))
 	h, err := s.Handler()
 	if err != nil {

@@ -67,7 +67,7 @@ func New(e *engine.Engine, obs *observe.Set, protocols []protocol.Protocol) *Ser
 func (s *Server) Handler() (*proxy.Proxy, error) {
 	cfg := s.engine.Config()
 	ups := map[string]*url.URL{}
-	for fam, raw := range map[string]string{"anthropic": cfg.Upstreams.Anthropic, "openai": cfg.Upstreams.OpenAI} {
+	for fam, raw := range cfg.Upstreams.ByFamily() {
 		u, err := url.Parse(raw)
 		if err != nil {
 			return nil, fmt.Errorf("upstreams.%s: %w", fam, err)

@@ -133,6 +133,7 @@ func (p prober) probeUpstreams(ctx context.Context, cfg config.Config, log *slog
 	}
 	add("upstreams.anthropic", cfg.Upstreams.Anthropic)
 	add("upstreams.openai", cfg.Upstreams.OpenAI)
+	add("upstreams.gemini", cfg.Upstreams.Gemini)
 	for _, name := range slices.Sorted(maps.Keys(cfg.Routes)) {
 		add("routes."+name, cfg.Routes[name])
 	}

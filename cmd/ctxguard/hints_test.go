@@ -96,7 +96,7 @@ func TestProbeUpstreams(t *testing.T) {
 	defer up.Close()
 	closed, proxyDown := closedPort(t), closedPort(t)
 	cfg := config.Defaults()
-	cfg.Upstreams = config.Upstreams{Anthropic: "http://" + up.Addr().String(), OpenAI: "http://" + closed + "/api"}
+	cfg.Upstreams = config.Upstreams{Anthropic: "http://" + up.Addr().String(), OpenAI: "http://" + closed + "/api", Gemini: "http://" + closed + "/api"}
 	cfg.Routes = map[string]string{
 		"nowhere": "https://ctxguard-probe.invalid/api", // .invalid never resolves (RFC 6761)
 		"same":    "http://" + up.Addr().String() + "/other",
@@ -137,7 +137,7 @@ func TestProbeUpstreams(t *testing.T) {
 		t.Fatalf("%d reachable, %d warnings; log:\n%s", reachable, len(warn), buf.String())
 	}
 	for addr, want := range map[string]string{
-		closed:                       "upstreams.openai / dial tcp " + closed + ": connect: connection refused",
+		closed:                       "upstreams.openai, upstreams.gemini / dial tcp " + closed + ": connect: connection refused",
 		"ctxguard-probe.invalid:443": "routes.nowhere / dial tcp: lookup ctxguard-probe.invalid",
 		proxyDown:                    "routes.proxied (through the proxy http://" + proxyDown + ") / dial tcp " + proxyDown + ": connect: connection refused",
 	} {
@@ -169,11 +169,12 @@ func TestProbeBounded(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	p := prober{dial: hang, proxy: func(*http.Request) (*url.URL, error) { return nil, nil }, timeout: 50 * time.Millisecond}
 	p.probeUpstreams(context.Background(), cfg, log)
-	if len(deadlines) != 2 || !deadlines[0] || !deadlines[1] {
-		t.Errorf("dials with a deadline: %v, want two", deadlines)
+	// The defaults' three hosts: Anthropic's, OpenAI's and Google's.
+	if len(deadlines) != 3 || !deadlines[0] || !deadlines[1] || !deadlines[2] {
+		t.Errorf("dials with a deadline: %v, want three", deadlines)
 	}
-	if n := strings.Count(buf.String(), "context deadline exceeded"); n != 2 {
-		t.Errorf("%d warnings of a timeout, want 2:\n%s", n, buf.String())
+	if n := strings.Count(buf.String(), "context deadline exceeded"); n != 3 {
+		t.Errorf("%d warnings of a timeout, want 3:\n%s", n, buf.String())
 	}
 	buf.Reset()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -197,7 +198,7 @@ func TestServeSaysWhatToDo(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(file, []byte("upstreams: {anthropic: http://"+closed+", openai: http://"+closed+"}\nroutes: {nowhere: http://ctxguard-probe.invalid}\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("upstreams: {anthropic: http://"+closed+", openai: http://"+closed+", gemini: http://"+closed+"}\nroutes: {nowhere: http://ctxguard-probe.invalid}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	self, err := os.Executable()
@@ -251,7 +252,7 @@ func TestServeSaysWhatToDo(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
-	for _, want := range []string{"addr=" + closed + ` for="upstreams.anthropic, upstreams.openai"`, "addr=ctxguard-probe.invalid:80 for=routes.nowhere"} {
+	for _, want := range []string{"addr=" + closed + ` for="upstreams.anthropic, upstreams.openai, upstreams.gemini"`, "addr=ctxguard-probe.invalid:80 for=routes.nowhere"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("no warning with %q:\n%s", want, log)
 		}

@@ -292,7 +292,7 @@ func (c *common) load(fs *flag.FlagSet) (config.Config, string, error) {
 		cfg.Listen = *c.listen
 	}
 	if set["upstream"] {
-		cfg.Upstreams = config.Upstreams{Anthropic: *c.upstream, OpenAI: *c.upstream}
+		cfg.Upstreams = config.AllUpstreams(*c.upstream)
 	}
 	if set["data-dir"] {
 		cfg.DataDir = *c.dataDir
@@ -408,7 +408,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	go g.Maintain(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	attrs := []any{"anthropic", config.RedactURL(cfg.Upstreams.Anthropic), "openai", config.RedactURL(cfg.Upstreams.OpenAI), "routes", len(cfg.Routes)}
+	attrs := []any{"anthropic", config.RedactURL(cfg.Upstreams.Anthropic), "openai", config.RedactURL(cfg.Upstreams.OpenAI), "gemini", config.RedactURL(cfg.Upstreams.Gemini), "routes", len(cfg.Routes)}
 	if cfg.Store != "" {
 		attrs = append(attrs, "store", config.RedactURL(cfg.Store))
 	} else {

@@ -74,7 +74,7 @@ func TestCommandLine(t *testing.T) {
 		{name: "mistyped bench flag", args: []string{"bench", "--duraton", "1s"}, code: 2, stderrOnce: "flag provided but not defined: -duraton (did you mean --duration?)"},
 		{name: "mistyped flag, one dash", args: []string{"serve", "-dryrun"}, code: 2, stderrOnce: "(did you mean --dry-run?)"},
 		{name: "upstream ending in /v1", args: []string{"config", "--upstream", "http://gw.example:8080/v1"}, code: 1,
-			stderrOnce: `upstreams.anthropic and upstreams.openai: "http://gw.example:8080/v1" ends in /v1, which clients add themselves (a request for /v1/messages would reach http://gw.example:8080/v1/v1/messages); write http://gw.example:8080`},
+			stderrOnce: `upstreams.anthropic, upstreams.openai and upstreams.gemini: "http://gw.example:8080/v1" ends in /v1, which clients add themselves (a request for /v1/messages would reach http://gw.example:8080/v1/v1/messages); write http://gw.example:8080`},
 		{name: "upstream ending in /v1, from the environment", args: []string{"config"}, env: []string{"CTXGUARD_UPSTREAM=https://api.openai.com/v1/"}, code: 1, stderrOnce: "write https://api.openai.com"},
 		{name: "serve -h", args: []string{"serve", "-h"}, code: 0, stdout: "-listen string"},
 		{name: "serve --help", args: []string{"serve", "--help"}, code: 0, stdout: "-exit-with-parent"},

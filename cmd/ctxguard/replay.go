@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/gemini"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
 	replaypkg "github.com/ctxguard/ctxguard/tools/replay"
@@ -26,9 +27,11 @@ session and in total.
 
 PATH is a Claude Code transcript (.jsonl), a Codex CLI rollout
 (rollout-*.jsonl, replayed as Responses API requests and priced at
-OpenAI's rates), a SWE-agent trajectory (.traj) or a folder of them
-(searched recursively); default ~/.claude/projects and ~/.codex/sessions,
-those that exist. Flags may come before or after the paths.
+OpenAI's rates), a Gemini CLI session (~/.gemini/tmp/*/chats/
+session-*.jsonl, replayed as Gemini API requests), a SWE-agent trajectory
+(.traj) or a folder of them (searched recursively); default
+~/.claude/projects, ~/.codex/sessions and ~/.gemini/tmp, those that
+exist. Flags may come before or after the paths.
 
 flags:
 `
@@ -50,7 +53,7 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 	window := fs.String("window", "", "set every model's context window to N tokens (64k, 200000, 1m) and report requests above the overflow line (window − max output)")
 	maxOut := fs.String("max-output", "", "with --window: every model's maximum output, at most N tokens (default: a eighth of the window)")
 	cacheTTL := fs.String("cache-ttl", "provider", "how long the prompt cache keeps a prefix after its last use, against the transcripts' times: provider (each provider's lifetime, or the longer one a request asks for), never (the time-blind cost of earlier versions), or a duration such as 5m")
-	protoName := fs.String("protocol", "", "write Claude Code and SWE-agent sessions as requests of this API: anthropic (default), responses or chat (Codex rollouts can only be Responses requests)")
+	protoName := fs.String("protocol", "", "write Claude Code and SWE-agent sessions as requests of this API: anthropic (default), responses, chat or gemini (Codex rollouts can only be Responses requests, Gemini CLI sessions only Gemini requests)")
 	// Flags may come before and after the paths.
 	var paths []string
 	for rest := args; ; {
@@ -68,7 +71,7 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 		if err != nil {
 			return fmt.Errorf("no PATH given and no home directory: %w", err)
 		}
-		defs := []string{filepath.Join(home, ".claude", "projects"), filepath.Join(home, ".codex", "sessions")}
+		defs := []string{filepath.Join(home, ".claude", "projects"), filepath.Join(home, ".codex", "sessions"), filepath.Join(home, ".gemini", "tmp")}
 		for _, d := range defs {
 			if _, err := os.Stat(d); err == nil {
 				paths = append(paths, d)
@@ -121,8 +124,11 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 	case transcript.ProtoChat:
 		build.Protocol = transcript.ProtoChat
 		pipe.Protocols = replaypkg.As(chat.Protocol)
+	case transcript.ProtoGemini:
+		build.Protocol = transcript.ProtoGemini
+		pipe.Protocols = replaypkg.As(gemini.Protocol)
 	default:
-		return fmt.Errorf("--protocol %q: want anthropic, responses or chat", *protoName)
+		return fmt.Errorf("--protocol %q: want anthropic, responses, chat or gemini", *protoName)
 	}
 	if *profile != "" {
 		p, err := transcript.LoadProfile(*profile)

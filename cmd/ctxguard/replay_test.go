@@ -313,6 +313,10 @@ func TestReplayProtocolFlag(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"protocol": "chat"`) {
 		t.Errorf("--protocol chat: %v %s", err, errOut)
 	}
+	out, errOut, err = runArgs(t, false, "--json", "--protocol", "gemini", ccDir)
+	if err != nil || !strings.Contains(out, `"protocol": "gemini"`) || strings.Contains(out, `"protocol": "anthropic"`) {
+		t.Errorf("--protocol gemini: %v %s\n%.2000s", err, errOut, out)
+	}
 	if _, _, err := runArgs(t, false, "--protocol", "smtp", ccDir); err == nil || !strings.Contains(err.Error(), "smtp") {
 		t.Errorf("unknown protocol: %v", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
+	"github.com/ctxguard/ctxguard/gemini/geminitest"
 	"github.com/ctxguard/ctxguard/internal/testtool"
 	"github.com/ctxguard/ctxguard/openai/openaitest"
 )
@@ -135,6 +136,7 @@ func clientReport(args []string) int {
 		messages  = `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
 		chat      = `{"model":"gpt-5.1","messages":[{"role":"user","content":"hi"}]}`
 		responses = `{"model":"gpt-5.1","input":"hi"}`
+		generate  = `{"contents":[{"parts":[{"text":"hi"}],"role":"user"}]}`
 	)
 	anth, oai := os.Getenv("ANTHROPIC_BASE_URL"), os.Getenv("OPENAI_BASE_URL")
 	var urls [][2]string // URL, body
@@ -149,6 +151,8 @@ func clientReport(args []string) int {
 		}
 	case "opencode": // the AI SDK's convention: base URLs end in /v1
 		urls = append(urls, [2]string{anth + "/messages", messages}, [2]string{oai + "/chat/completions", chat})
+	case "gemini": // the Google Gen AI SDK's: the root URL
+		urls = append(urls, [2]string{os.Getenv("GOOGLE_GEMINI_BASE_URL") + "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse", generate})
 	case "fake-client":
 		urls = append(urls, [2]string{anth + "/v1/messages", messages}, [2]string{oai + "/chat/completions", chat})
 	}
@@ -161,6 +165,7 @@ func clientReport(args []string) int {
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("x-api-key", "sk-test")
+		req.Header.Set("x-goog-api-key", "test-key")
 		req.Header.Set("anthropic-version", "2023-06-01")
 		resp, err := c.Do(req)
 		if err != nil {
@@ -184,7 +189,7 @@ func clientReport(args []string) int {
 	return 0
 }
 
-// runWorld is what the run tests share: a fake upstream (both APIs),
+// runWorld is what the run tests share: a fake upstream (every API),
 // the fake clients in PATH, and an environment with a home, state and
 // data folders of its own.
 type runWorld struct {
@@ -214,15 +219,19 @@ func newRunWorld(t *testing.T) *runWorld {
 	}
 	anth := anthropictest.New(anthropictest.Options{})
 	oai := openaitest.New(openaitest.Options{})
+	gem := geminitest.New(geminitest.Options{})
 	up := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.mu.Lock()
 		w.paths = append(w.paths, r.URL.Path)
 		w.mu.Unlock()
-		if strings.HasPrefix(r.URL.Path, "/v1/messages") {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/v1/messages"):
 			anth.ServeHTTP(rw, r)
-			return
+		case strings.HasPrefix(r.URL.Path, "/v1beta/"):
+			gem.ServeHTTP(rw, r)
+		default:
+			oai.ServeHTTP(rw, r)
 		}
-		oai.ServeHTTP(rw, r)
 	}))
 	t.Cleanup(up.Close)
 	w.upstream = up.URL
@@ -412,7 +421,7 @@ func TestRunPointsClients(t *testing.T) {
 		{"claude", nil, map[string]string{"ANTHROPIC_BASE_URL": base}, []string{"/v1/messages"}, ""},
 		{"codex", []string{"-c", `openai_base_url="` + base + `/v1"`}, map[string]string{}, []string{"/v1/responses"}, ""},
 		{"opencode", nil, map[string]string{"ANTHROPIC_BASE_URL": base + "/v1", "OPENAI_BASE_URL": base + "/v1"}, []string{"/v1/chat/completions", "/v1/messages"}, ""},
-		{"gemini", nil, map[string]string{"GOOGLE_GEMINI_BASE_URL": base}, nil, "does not rewrite the Gemini API yet"},
+		{"gemini", nil, map[string]string{"GOOGLE_GEMINI_BASE_URL": base}, []string{"/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent"}, "only with a Gemini API key"},
 		{"fake-client", nil, map[string]string{"ANTHROPIC_BASE_URL": base, "OPENAI_BASE_URL": base + "/v1"}, []string{"/v1/chat/completions", "/v1/messages"}, ""},
 	} {
 		t.Run(tc.client, func(t *testing.T) {

@@ -25,12 +25,12 @@ import (
 // are not counted: a replay assumes the same answers, so they cost the
 // same with and without ctxguard.
 //
-// The embedded table (Default) holds Anthropic's and OpenAI's list
-// prices in USD per million tokens, read on 2026-11-22/23 from the
+// The embedded table (Default) holds Anthropic's, OpenAI's and Google's
+// list prices in USD per million tokens, read on 2026-11-22/23 from the
 // sources named in the comments; a file (Load) can change or add
-// models. OpenAI has no cache-write premium: its entries bill a token not
-// read from the cache at the input price (CacheWrite = Input), a cached
-// one at the model's cached-input price.
+// models. OpenAI and Google have no cache-write premium: their entries
+// bill a token not read from the cache at the input price (CacheWrite =
+// Input), a cached one at the model's cached-input price.
 
 // Price is one model's prompt prices in USD per million tokens.
 type Price struct {
@@ -191,6 +191,30 @@ func Default() Table {
 		"gpt-4o":  oa(2.50, 1.25),
 		"o3":      oa(2.00, 0.50),
 		"o4-mini": oa(1.10, 0.275),
+
+		// Google (input / cached input, per million tokens; no cache-write
+		// premium: implicit caching bills a token not read from the cache
+		// at the input price, a cached one at a tenth of it, model.Info.
+		// CachePrices). ai.google.dev/gemini-api/docs/pricing, as listed
+		// at the end of 2025 (not re-checked here): Gemini 3 Pro preview
+		// $2 / $0.20 up to 200,000 prompt tokens, $4 / $0.40 over, output
+		// $12; Gemini 2.5 Pro $1.25 / $0.125, $2.50 / $0.25 over 200,000,
+		// output $10; 2.5 Flash $0.30 / $0.03, output $2.50; 2.5
+		// Flash-Lite $0.10 / $0.01, output $0.40. Variants without an
+		// entry (gemini-3-pro-preview, dated ids) take their base model's
+		// price by the longest-prefix rule of Lookup.
+		"gemini-3-pro": {Input: 2, CacheWrite: 2, CacheRead: 0.20, Output: 12,
+			Long: &LongPrice{Above: 200_000, Input: 4, CacheWrite: 4, CacheRead: 0.40}},
+		// Gemini 3.1 Pro preview (the Gemini CLI's Pro model): $2 / $4
+		// over 200,000 prompt tokens, output $12 (inference.sh's
+		// OpenRouter listing, updated 2026-10-11; third party); cached
+		// input a tenth, as implicit caching bills it.
+		"gemini-3.1-pro": {Input: 2, CacheWrite: 2, CacheRead: 0.20, Output: 12,
+			Long: &LongPrice{Above: 200_000, Input: 4, CacheWrite: 4, CacheRead: 0.40}},
+		"gemini-2.5-pro": {Input: 1.25, CacheWrite: 1.25, CacheRead: 0.125, Output: 10,
+			Long: &LongPrice{Above: 200_000, Input: 2.50, CacheWrite: 2.50, CacheRead: 0.25}},
+		"gemini-2.5-flash":      {Input: 0.30, CacheWrite: 0.30, CacheRead: 0.03, Output: 2.50},
+		"gemini-2.5-flash-lite": {Input: 0.10, CacheWrite: 0.10, CacheRead: 0.01, Output: 0.40},
 	}
 }
 

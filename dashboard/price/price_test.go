@@ -79,6 +79,15 @@ func TestLookup(t *testing.T) {
 		// GPT-5.2-Codex takes GPT-5.2's $1.75 / $0.175.
 		{"gpt-5.2-codex", "gpt-5.2", Price{Input: 1.75, CacheWrite: 1.75, CacheRead: 0.175}},
 		{"gpt-5-mini-2025-08-07", "gpt-5-mini", Price{Input: 0.25, CacheWrite: 0.25, CacheRead: 0.025, Output: 2}},
+		// Gemini: no write premium, cached input a tenth; Flash-Lite is
+		// not Flash, and the Gemini 3 Pro preview is Gemini 3 Pro.
+		{"gemini-2.5-flash-lite", "gemini-2.5-flash-lite", Price{Input: 0.10, CacheWrite: 0.10, CacheRead: 0.01, Output: 0.40}},
+		{"gemini-2.5-flash", "gemini-2.5-flash", Price{Input: 0.30, CacheWrite: 0.30, CacheRead: 0.03, Output: 2.50}},
+		{"models/gemini-2.5-flash-preview-09-2025", "gemini-2.5-flash", Price{Input: 0.30, CacheWrite: 0.30, CacheRead: 0.03, Output: 2.50}},
+		{"gemini-3-pro-preview", "gemini-3-pro", Price{Input: 2, CacheWrite: 2, CacheRead: 0.20, Output: 12,
+			Long: &LongPrice{Above: 200_000, Input: 4, CacheWrite: 4, CacheRead: 0.40}}},
+		{"gemini-3.1-pro-preview", "gemini-3.1-pro", Price{Input: 2, CacheWrite: 2, CacheRead: 0.20, Output: 12,
+			Long: &LongPrice{Above: 200_000, Input: 4, CacheWrite: 4, CacheRead: 0.40}}},
 	} {
 		got, match, ok := tab.Lookup(tc.id)
 		if !ok || match != tc.match {

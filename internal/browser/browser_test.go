@@ -261,7 +261,7 @@ func TestDashboard(t *testing.T) {
 func testConfig(t *testing.T, anthropicURL, openaiURL string) config.Config {
 	cfg := config.Defaults()
 	cfg.DataDir = t.TempDir()
-	cfg.Upstreams = config.Upstreams{Anthropic: anthropicURL, OpenAI: openaiURL}
+	cfg.Upstreams = config.Upstreams{Anthropic: anthropicURL, OpenAI: openaiURL, Gemini: openaiURL}
 	pass.Update(&cfg.Passes, func(s *compress.Config) { s.Enabled = false })
 	pass.Update(&cfg.Passes, func(s *persist.Config) { s.Threshold = 1 << 20 })
 	pass.Update(&cfg.Passes, func(s *clearing.Config) {

@@ -51,7 +51,7 @@ func TestDocsScreenshot(t *testing.T) {
 	defer up.Close()
 	cfg := config.Defaults()
 	cfg.DataDir = t.TempDir()
-	cfg.Upstreams = config.Upstreams{Anthropic: up.URL, OpenAI: up.URL}
+	cfg.Upstreams = config.AllUpstreams(up.URL)
 	base := start(t, cfg)
 	for k := range b.Len() {
 		r, err := b.Request(k)

@@ -1,6 +1,7 @@
 package convbuild
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -255,6 +256,13 @@ func (pl *Pool[T, P]) Parse(body []byte, prev *conversation.Conversation, stable
 	f.B, f.Prev = nil, nil
 	if err != nil {
 		pl.pool.Put(p)
+		if errors.Is(err, protocol.ErrShape) {
+			// A shape error may come before the scan reached invalid
+			// bytes: invalid JSON is a syntax error, whatever its shape.
+			if _, serr := jsonscan.Root(body); serr != nil {
+				err = serr
+			}
+		}
 		return nil, err
 	}
 	c.OnRelease(f.release)

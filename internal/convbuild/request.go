@@ -27,6 +27,12 @@ var errStop = errors.New("stop")
 // Conversations that start alike share a key. ok is false when the body
 // is not an object with a message list before its end.
 func QuickKey(seed maphash.Seed, body []byte, system, list string) (sum uint64, ok bool) {
+	return QuickKeyOf(seed, body, system, list, "content")
+}
+
+// QuickKeyOf is QuickKey for an API whose messages hold their text under
+// another member than "content" (Gemini's "parts").
+func QuickKeyOf(seed maphash.Seed, body []byte, system, list, content string) (sum uint64, ok bool) {
 	var h maphash.Hash
 	h.SetSeed(seed)
 	_, err := jsonscan.ObjectEach(body, 0, 0, func(k jsonscan.Span, v int) (int, error) {
@@ -56,8 +62,8 @@ func QuickKey(seed maphash.Seed, body []byte, system, list string) (sum uint64, 
 				role, _ := jsonscan.Lookup(body, m, "role")
 				h.WriteByte('m')
 				h.Write(role.Bytes(body))
-				if content, err := jsonscan.Lookup(body, m, "content"); err == nil {
-					texts(&h, body, content)
+				if c, err := jsonscan.Lookup(body, m, content); err == nil {
+					texts(&h, body, c)
 				}
 				if jsonscan.StringIs(body, role, "user") {
 					return 0, errStop

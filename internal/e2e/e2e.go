@@ -11,6 +11,10 @@
 // Anthropic upstream. It skips, saying why, only when npm or the client
 // cannot be installed.
 //
+// TestCodex, TestOpencode and TestGeminiCLI do the same with Codex CLI,
+// opencode and Gemini CLI (@google/gemini-cli; CTXGUARD_GEMINI_BIN,
+// CTXGUARD_GEMINI_VERSION) against the fake OpenAI and Gemini APIs.
+//
 // The TestRun* tests start each CLI as a user does, with `ctxguard run`
 // (which starts ctxguard and points the CLI at it), and check that the
 // requests went through it and that it stopped with the CLI.

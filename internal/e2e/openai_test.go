@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -30,21 +31,31 @@ const (
 	opencodeVersion = "1.18.33"
 )
 
-// openaiSetup is what both OpenAI-client tests share: the scratch project,
-// the fake upstream behind a recorder, ctxguard, and a recording hop in
-// front of ctxguard that the client talks to.
-type openaiSetup struct {
+// hopSetup is what the OpenAI- and Gemini-client tests share: the scratch
+// project, the fake upstream behind a recorder, ctxguard, and a recording
+// hop in front of ctxguard that the client talks to.
+type hopSetup struct {
 	tmp, work, home string
 	build, huge     string
-	fake            *openaitest.Server
+	fake            *openaitest.Server // the OpenAI tests' fake, nil otherwise
 	upRec, hopRec   *recorder
 	hopURL          string
 	ctxguardURL     string
 	ctxguardLog     func() string
 }
 
-func newOpenAISetup(t *testing.T, script func(r *openaitest.Request) openaitest.Turn) *openaiSetup {
-	s := &openaiSetup{tmp: t.TempDir()}
+func newOpenAISetup(t *testing.T, script func(r *openaitest.Request) openaitest.Turn) *hopSetup {
+	fake := openaitest.New(openaitest.Options{Script: script})
+	s := newHopSetup(t, fake)
+	s.fake = fake
+	return s
+}
+
+// newHopSetup starts ctxguard in front of the fake upstream and the hop
+// in front of ctxguard, in a scratch project holding build.log and
+// huge.log.
+func newHopSetup(t *testing.T, fake http.Handler) *hopSetup {
+	s := &hopSetup{tmp: t.TempDir()}
 	s.work, s.home = filepath.Join(s.tmp, "work"), filepath.Join(s.tmp, "home")
 	for _, d := range []string{s.work, s.home} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -57,8 +68,7 @@ func newOpenAISetup(t *testing.T, script func(r *openaitest.Request) openaitest.
 			t.Fatal(err)
 		}
 	}
-	s.fake = openaitest.New(openaitest.Options{Script: script})
-	s.upRec = &recorder{next: s.fake}
+	s.upRec = &recorder{next: fake}
 	up := httptest.NewServer(s.upRec)
 	t.Cleanup(up.Close)
 	cg := startCtxguard(t, s.tmp, up.URL)
@@ -77,7 +87,7 @@ func newOpenAISetup(t *testing.T, script func(r *openaitest.Request) openaitest.
 
 // run runs a client command in the project with env, failing the test
 // (with its output and ctxguard's log) when it does not exit 0.
-func (s *openaiSetup) run(t *testing.T, env []string, bin string, args ...string) string {
+func (s *hopSetup) run(t *testing.T, env []string, bin string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -102,7 +112,13 @@ func (s *openaiSetup) run(t *testing.T, env []string, bin string, args ...string
 // rule rewrote a tool result (or cleared tool arguments), which diff
 // decides; at least one request was rewritten, and the build log's ANSI
 // colours were compressed away.
-func (s *openaiSetup) check(t *testing.T, path string, diff func(t *testing.T, sent, got []byte) int) {
+func (s *hopSetup) check(t *testing.T, path string, diff func(t *testing.T, sent, got []byte) int) {
+	s.checkCalls(t, func(e *exchange) bool { return e.Method == "POST" && e.Path == path }, diff)
+}
+
+// checkCalls is check for the requests model says are the model calls
+// a rule may rewrite; every other request must pass unchanged.
+func (s *hopSetup) checkCalls(t *testing.T, model func(e *exchange) bool, diff func(t *testing.T, sent, got []byte) int) {
 	sent, got := s.hopRec.exchanges(), s.upRec.exchanges()
 	if dir := os.Getenv("CTXGUARD_E2E_DUMP"); dir != "" {
 		dump(t, dir, sent, got)
@@ -111,7 +127,8 @@ func (s *openaiSetup) check(t *testing.T, path string, diff func(t *testing.T, s
 	for _, p := range pairUp(t, sent, got) {
 		checkHeaders(t, p)
 		checkResponse(t, p)
-		if p.sent.Method != "POST" || p.sent.Path != path {
+		path := p.sent.Path
+		if !model(p.sent) {
 			if !bytes.Equal(p.sent.Body, p.got.Body) {
 				t.Errorf("%s %s: body changed on a passthrough path", p.sent.Method, p.sent.Path)
 			}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
+	"github.com/ctxguard/ctxguard/gemini/geminitest"
 	"github.com/ctxguard/ctxguard/internal/launch"
 	"github.com/ctxguard/ctxguard/internal/module"
 	"github.com/ctxguard/ctxguard/internal/procs"
@@ -31,7 +32,7 @@ import (
 // and ctxguard is stopped when the CLI exits.
 
 // runSetup is one TestRun* test's world: a project with a build log, a
-// home, ctxguard's binary, and the fake upstream (both APIs) behind a
+// home, ctxguard's binary, and the fake upstream (every API) behind a
 // recorder.
 type runSetup struct {
 	bin, tmp, work, home string
@@ -62,12 +63,16 @@ func newRunSetup(t *testing.T) *runSetup {
 	s.bin = bins[0]
 	anth := anthropictest.New(anthropictest.Options{Script: runAnthropicScript})
 	oai := openaitest.New(openaitest.Options{Script: runResponsesScript})
+	gem := geminitest.New(geminitest.Options{Script: runGeminiScript})
 	s.upRec = &recorder{next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v1/messages") {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/v1/messages"):
 			anth.ServeHTTP(w, r)
-			return
+		case strings.HasPrefix(r.URL.Path, "/v1beta/"):
+			gem.ServeHTTP(w, r)
+		default:
+			oai.ServeHTTP(w, r)
 		}
-		oai.ServeHTTP(w, r)
 	})}
 	up := httptest.NewServer(s.upRec)
 	t.Cleanup(up.Close)
@@ -261,4 +266,28 @@ func TestRunOpencode(t *testing.T) {
 			s.check(t, tc.path)
 		})
 	}
+}
+
+// runGeminiScript answers Gemini CLI: the agent reads build.log with
+// read_file, then answers.
+func runGeminiScript(r *geminitest.Request) geminitest.Turn {
+	if _, step, ok := geminiStep(r); ok && step == 0 {
+		return geminitest.Turn{Parts: []geminitest.Part{geminitest.Call("read_file", `{"file_path":"build.log"}`, geminiSignature(0))}}
+	}
+	return geminitest.Turn{Parts: []geminitest.Part{geminitest.Text(finalText)}}
+}
+
+func TestRunGemini(t *testing.T) {
+	bin := geminiBinary(t)
+	s := newRunSetup(t)
+	env := geminiHome(t, s.home)
+	// The model named: the CLI then sends no model-routing call.
+	out := s.run(t, env, bin, append([]string{"-m", "gemini-3.1-pro-preview", "-p", "Check the build: show build.log."}, geminiArgs...)...)
+	var res struct {
+		Response string `json:"response"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Response != finalText {
+		t.Errorf("standard output is not the CLI's JSON result with the final answer: %v\n%s", err, out)
+	}
+	s.check(t, "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent")
 }

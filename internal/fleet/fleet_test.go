@@ -23,6 +23,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic/anthropictest"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/gemini/geminitest"
 	"github.com/ctxguard/ctxguard/internal/auth"
 	"github.com/ctxguard/ctxguard/internal/module"
 	"github.com/ctxguard/ctxguard/internal/procs"
@@ -46,7 +47,8 @@ const tagHeader = "X-Fleet-Request"
 // request is one request of a shared session, as its client sends it.
 type request struct {
 	tag    string
-	proto  string // "anthropic" or "responses"
+	proto  string // "anthropic", "responses" or "gemini"
+	path   string // Gemini's: the model is in the path
 	header http.Header
 	body   []byte
 }
@@ -93,6 +95,51 @@ func sessions(t *testing.T) []request {
 	if len(out) < 500 {
 		t.Fatalf("only %d requests in the shared sessions", len(out))
 	}
+	return append(out, geminiSessions(t, 4)...)
+}
+
+// geminiSessions rebuilds the first n shared Claude Code sessions of 20
+// to 100 requests as the Gemini CLI would have sent them
+// (transcript.ProtoGemini), each request to its model's path, with no
+// session header: the instances find the session by the start of its
+// contents.
+func geminiSessions(t *testing.T, n int) []request {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(shareddata.Dir(t, "claude-code"), "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	var out []request
+	for _, f := range files {
+		if n == 0 {
+			break
+		}
+		ss, err := transcript.LoadFile(f, transcript.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, s := range ss {
+			b, err := transcript.NewBuilder(s, transcript.BuildOptions{Protocol: transcript.ProtoGemini})
+			if err != nil || b.Len() < 20 || b.Len() > 100 || n == 0 {
+				continue
+			}
+			n--
+			for k := range b.Len() {
+				r, err := b.Request(k)
+				if err != nil {
+					t.Fatalf("%s request %d as Gemini: %v", f, k, err)
+				}
+				out = append(out, request{
+					tag: fmt.Sprintf("gemini:%s#%d", s.ID, k), proto: "gemini", path: r.Path,
+					header: clientHeader("gemini", s.ID), body: r.Body,
+				})
+			}
+		}
+	}
+	if n > 0 {
+		t.Fatalf("%d sessions short of Claude Code sessions to write as Gemini requests", n)
+	}
 	return out
 }
 
@@ -112,16 +159,21 @@ func clientHeader(proto, session string) http.Header {
 		h.Set("Originator", "codex_exec")
 		h.Set("User-Agent", "codex_exec/0.169.0 (Linux; x86_64) (codex_exec; 0.169.0)")
 		h.Set("Session-Id", session)
+	case "gemini":
+		h.Set("X-Goog-Api-Key", "AIza-fleet-not-a-real-key")
+		h.Set("X-Goog-Api-Client", "google-genai-sdk/1.30.0 gl-node/v20.20.2")
+		h.Set("User-Agent", "GeminiCLI/0.61.0/gemini-3.1-pro-preview (linux; x64)")
 	}
 	return h
 }
 
-// upstream is the fake model API: both protocols, the exact wire format
-// (anthropictest, openaitest), remembering of each request only the
+// upstream is the fake model API: every protocol, the exact wire format
+// (anthropictest, openaitest, geminitest), remembering of each request only the
 // SHA-256 of the body it received, by tag, and the summarizer calls.
 type upstream struct {
 	ant *anthropictest.Server
 	oai *openaitest.Server
+	gem *geminitest.Server
 	srv *http.Server
 	url string
 
@@ -131,6 +183,7 @@ type upstream struct {
 	blobs     map[string]bool     // blob ids named by stubs
 	carried   map[string]bool     // tags of requests that carried a model's summary
 	compacted int                 // requests that carried a compaction
+	gemini    int                 // Gemini requests that carried one
 	signed    int                 // requests that name a blob with its signature
 }
 
@@ -138,6 +191,12 @@ func newUpstream(t *testing.T) *upstream {
 	u := &upstream{
 		ant: anthropictest.New(anthropictest.Options{Script: summaryScript}),
 		oai: openaitest.New(openaitest.Options{}),
+		gem: geminitest.New(geminitest.Options{Script: func(r *geminitest.Request) geminitest.Turn {
+			if isSummarizer(r.Body) {
+				return geminitest.Turn{Parts: []geminitest.Part{geminitest.Text(fleetSummary)}}
+			}
+			return geminitest.Turn{Parts: []geminitest.Part{geminitest.Text("ok")}}
+		}}),
 	}
 	u.take()
 	ts := httptest.NewServer(http.HandlerFunc(u.serve))
@@ -181,6 +240,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		if bytes.Contains(body, []byte("ctxguard compacted the first")) {
 			u.compacted++
+			if strings.HasPrefix(tag, "gemini:") {
+				u.gemini++
+			}
 		}
 		if signedRef.Match(body) {
 			u.signed++
@@ -191,6 +253,11 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/v1/responses") {
 		u.oai.ServeHTTP(w, r)
 		u.oai.Reset()
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1beta/") {
+		u.gem.ServeHTTP(w, r)
+		u.gem.Reset()
 		return
 	}
 	u.ant.ServeHTTP(w, r)
@@ -204,6 +271,7 @@ type received struct {
 	blobs     map[string]bool
 	carried   map[string]bool
 	compacted int
+	gemini    int
 	signed    int
 }
 
@@ -211,8 +279,8 @@ type received struct {
 func (u *upstream) take() received {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	r := received{u.got, u.summaries, u.blobs, u.carried, u.compacted, u.signed}
-	u.got, u.summaries, u.blobs, u.carried, u.compacted, u.signed = map[string][32]byte{}, map[[32]byte]int{}, map[string]bool{}, map[string]bool{}, 0, 0
+	r := received{u.got, u.summaries, u.blobs, u.carried, u.compacted, u.gemini, u.signed}
+	u.got, u.summaries, u.blobs, u.carried, u.compacted, u.gemini, u.signed = map[string][32]byte{}, map[[32]byte]int{}, map[string]bool{}, map[string]bool{}, 0, 0, 0
 	return r
 }
 
@@ -232,7 +300,7 @@ type fleet struct {
 func fleetConfig(t *testing.T, up *upstream, storeURL, summarizer string) string {
 	cfg := config.Defaults()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
-	cfg.Upstreams = config.Upstreams{Anthropic: up.url, OpenAI: up.url}
+	cfg.Upstreams = config.AllUpstreams(up.url)
 	cfg.PublicURL = publicURL
 	cfg.Store = storeURL
 	pass.Update(&cfg.Passes, func(s *compact.Config) {
@@ -294,8 +362,11 @@ func (f *fleet) send(c *http.Client, r request) {
 	p := f.proc[f.next%len(f.proc)]
 	f.next++
 	path := "/v1/messages?beta=true"
-	if r.proto == "responses" {
+	switch r.proto {
+	case "responses":
 		path = "/v1/responses"
+	case "gemini":
+		path = r.path + "?alt=sse"
 	}
 	req, err := http.NewRequest(http.MethodPost, p.URL+path, bytes.NewReader(r.body))
 	if err != nil {
@@ -352,7 +423,8 @@ var (
 )
 
 // TestFleetSameBytes replays the shared sessions (Claude Code and Codex
-// CLI) through one instance, then through two instances on another Redis
+// CLI, and some Claude Code sessions written as Gemini CLI requests)
+// through one instance, then through two instances on another Redis
 // database taking requests in turn, one restarted midway: the upstream
 // must receive the same bytes for every request. Summaries are extractive
 // (no model), so each one sent is decided by the request alone and the
@@ -395,8 +467,8 @@ func TestFleetSameBytes(t *testing.T) {
 			if diff > 0 {
 				t.Fatalf("%d of %d requests differ", diff, len(reqs))
 			}
-			if fl.compacted == 0 || fl.compacted != ref.compacted {
-				t.Fatalf("requests carrying a compaction: %d through one instance, %d through two; want the same, not 0", ref.compacted, fl.compacted)
+			if fl.compacted == 0 || fl.compacted != ref.compacted || fl.gemini == 0 {
+				t.Fatalf("requests carrying a compaction: %d through one instance, %d through two (%d Gemini); want the same, not 0", ref.compacted, fl.compacted, fl.gemini)
 			}
 			if (fl.signed > 0) != (token != "") {
 				t.Fatalf("%d requests name a blob with its signature; want some exactly when auth_token is set", fl.signed)
@@ -426,8 +498,8 @@ func TestFleetSameBytes(t *testing.T) {
 					first = b
 				}
 			}
-			t.Logf("%d requests, the same bytes; %d carried a compaction, %d named signed blobs; %d blobs served by both instances",
-				len(reqs), fl.compacted, fl.signed, len(fl.blobs))
+			t.Logf("%d requests, the same bytes; %d carried a compaction (%d Gemini), %d named signed blobs; %d blobs served by both instances",
+				len(reqs), fl.compacted, fl.gemini, fl.signed, len(fl.blobs))
 		})
 	}
 }

@@ -94,8 +94,14 @@ func Point(k Kind, args, environ []string, base, token string) Setup {
 		s.set("ANTHROPIC_BASE_URL", v1, base)
 		s.set("OPENAI_BASE_URL", v1, base)
 	case Gemini:
+		// The CLI appends /v1beta/models/{model}:{method} to the root
+		// URL. It sends there only when it signs in with an API key
+		// (security.auth.selectedType "gemini-api-key"); a Google sign-in
+		// talks to Code Assist, not the Gemini API, and bypasses ctxguard.
 		s.set("GOOGLE_GEMINI_BASE_URL", base, base)
-		s.Warnings = append(s.Warnings, "ctxguard does not rewrite the Gemini API yet: Gemini CLI's requests go through it unchanged, to its default upstream (set upstreams or a route to Google's API)")
+		if lookup(s.Env, "GEMINI_API_KEY") == "" {
+			s.Warnings = append(s.Warnings, geminiKeyWarning)
+		}
 	default:
 		s.set("ANTHROPIC_BASE_URL", base, base)
 		s.set("OPENAI_BASE_URL", v1, base)
@@ -114,6 +120,9 @@ func Point(k Kind, args, environ []string, base, token string) Setup {
 	}
 	return s
 }
+
+// geminiKeyWarning is said when Gemini CLI starts without GEMINI_API_KEY.
+const geminiKeyWarning = "Gemini CLI goes through ctxguard only with a Gemini API key (GEMINI_API_KEY, or the key it keeps, with \"Use Gemini API key\" as its auth method); signed in with Google it talks to Code Assist directly"
 
 // set sets the variable name to value in s.Env, with a warning when the
 // environment had pointed it somewhere else than ctxguard (whose root URL

@@ -63,11 +63,22 @@ func TestPoint(t *testing.T) {
 			},
 		},
 		{
-			name: "gemini", kind: Gemini, environ: env,
+			// The root URL: the CLI appends /v1beta/models/...
+			name: "gemini", kind: Gemini, args: []string{"-p", "hi"}, environ: append(env, "GEMINI_API_KEY=k"),
+			want: Setup{
+				Args: []string{"-p", "hi"},
+				Env:  []string{"PATH=/bin", "HOME=/home/u", "GEMINI_API_KEY=k", "GOOGLE_GEMINI_BASE_URL=" + base},
+				Vars: []string{"GOOGLE_GEMINI_BASE_URL=" + base},
+			},
+		},
+		{
+			// Without an API key the CLI signs in with Google, which
+			// bypasses ctxguard: said so.
+			name: "gemini without a key", kind: Gemini, environ: env,
 			want: Setup{
 				Env:      []string{"PATH=/bin", "HOME=/home/u", "GOOGLE_GEMINI_BASE_URL=" + base},
 				Vars:     []string{"GOOGLE_GEMINI_BASE_URL=" + base},
-				Warnings: []string{"ctxguard does not rewrite the Gemini API yet: Gemini CLI's requests go through it unchanged, to its default upstream (set upstreams or a route to Google's API)"},
+				Warnings: []string{geminiKeyWarning},
 			},
 		},
 		{

@@ -113,6 +113,7 @@ var offline = []string{
 	"tools/...",
 	"anthropic/anthropictest",
 	"openai/openaitest",
+	"gemini/geminitest",
 	"store/storetest",
 	"store/redis/redistest",
 	"internal/testtool",
@@ -135,10 +136,11 @@ var offline = []string{
 var offlineFiles = []string{
 	"openai/chat/validate.go",
 	"openai/responses/validate.go",
+	"gemini/validate.go",
 }
 
 // protocols are the protocol adapters.
-var protocols = []string{"anthropic/...", "openai/..."}
+var protocols = []string{"anthropic/...", "openai/...", "gemini/..."}
 
 // rule forbids the packages matching from to depend on those matching to.
 // direct limits it to direct imports; else any dependency counts.

@@ -5,6 +5,8 @@
 package uncompact
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -111,4 +113,111 @@ func Bodies(parse func([]byte) (*conversation.Conversation, error), orig, sent [
 		return orig, err
 	}
 	return body, nil
+}
+
+// SameExcept reports whether the bytes of ow in ob and sw in sb are the
+// same apart from the spans oIn and sIn (in order, within them), which
+// may differ.
+func SameExcept(ob []byte, ow conversation.Span, oIn []conversation.Span, sb []byte, sw conversation.Span, sIn []conversation.Span) bool {
+	oAt, sAt := ow.Start, sw.Start
+	for k := range oIn {
+		if !bytes.Equal(ob[oAt:oIn[k].Start], sb[sAt:sIn[k].Start]) {
+			return false
+		}
+		oAt, sAt = oIn[k].End, sIn[k].End
+	}
+	return bytes.Equal(ob[oAt:ow.End], sb[sAt:sw.End])
+}
+
+// Rules are what a protocol's validator knows of its messages, for
+// Check: how it parses a body and validates a request, how a message may
+// differ from the one it was rewritten from, and what a tool round is.
+type Rules struct {
+	Parse    func([]byte) (*conversation.Conversation, error)
+	Validate func(*conversation.Conversation) error
+	// Same reports how message s of sc differs from message o of oc
+	// beyond what a rewrite may change, or nil.
+	Same func(oc *conversation.Conversation, o *conversation.Message, sc *conversation.Conversation, s *conversation.Message) error
+	// Round reports whether messages i and i+1 of c are a tool round
+	// (calls and the results answering them), which a rewrite may drop.
+	Round func(c *conversation.Conversation, i int) bool
+	// Replaced reports whether messages j and j+1 of c are what trimming
+	// leaves of a round in their place.
+	Replaced func(c *conversation.Conversation, j int) bool
+}
+
+// Check checks that sent, a rewrite of the request orig, is a valid
+// request (Validate) whose message list is orig's with compaction undone
+// (Bodies), tool rounds dropped or replaced, and every other message the
+// same by Same, and whose bytes around the message list are orig's.
+func (r Rules) Check(orig, sent []byte) error {
+	orig, err := Bodies(r.Parse, orig, sent)
+	if err != nil {
+		return err
+	}
+	o, err := r.Parse(orig)
+	if err != nil {
+		return fmt.Errorf("original: %w", err)
+	}
+	defer o.Release()
+	s, err := r.Parse(sent)
+	if err != nil {
+		return fmt.Errorf("rewrite: %w", err)
+	}
+	defer s.Release()
+	var errs []error
+	if err := r.Validate(s); err != nil {
+		errs = append(errs, err)
+	}
+	if !bytes.Equal(orig[:o.List.Start], sent[:s.List.Start]) || !bytes.Equal(orig[o.List.End:], sent[s.List.End:]) {
+		errs = append(errs, errors.New("the rewrite changed the request outside its messages"))
+	}
+	if err := r.align(o, s); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// align reports whether the messages of s are those of o with tool
+// rounds dropped or replaced, and else where they first part.
+func (r Rules) align(o, s *conversation.Conversation) error {
+	om, sm := o.Messages, s.Messages
+	memo := map[[2]int]bool{}
+	var ok func(i, j int) bool
+	ok = func(i, j int) bool {
+		if i == len(om) {
+			return j == len(sm)
+		}
+		key := [2]int{i, j}
+		if v, seen := memo[key]; seen {
+			return v
+		}
+		v := j < len(sm) && r.Same(o, &om[i], s, &sm[j]) == nil && ok(i+1, j+1)
+		if !v && r.Round(o, i) {
+			// The round dropped whole, or replaced by what trimming
+			// leaves.
+			v = ok(i+2, j) || (j+1 < len(sm) && r.Replaced(s, j) && ok(i+2, j+2))
+		}
+		memo[key] = v
+		return v
+	}
+	if ok(0, 0) {
+		return nil
+	}
+	// Say where the messages first differ.
+	for i := range om {
+		if i >= len(sm) {
+			return fmt.Errorf("message %d (%s) and those after it dropped", i, om[i].Role)
+		}
+		if err := r.Same(o, &om[i], s, &sm[i]); err != nil {
+			if !r.Round(o, i) {
+				err = fmt.Errorf("%w, and it is not a tool round", err)
+			}
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	if len(sm) > len(om) {
+		return fmt.Errorf("the rewrite has %d messages more than the original", len(sm)-len(om))
+	}
+	return errors.New("the messages do not align")
 }

@@ -90,77 +90,12 @@ func validate(c *conversation.Conversation) error {
 // Everything else is byte for byte what orig holds: the top-level members
 // around messages, every other message, and in kept assistant messages
 // their content, reasoning fields and tool call ids and names.
-func ValidateRewrite(orig, sent []byte) error {
-	orig, err := uncompact.Bodies(Parse, orig, sent)
-	if err != nil {
-		return err
-	}
-	o, err := Parse(orig)
-	if err != nil {
-		return fmt.Errorf("original: %w", err)
-	}
-	defer o.Release()
-	s, err := Parse(sent)
-	if err != nil {
-		return fmt.Errorf("rewrite: %w", err)
-	}
-	defer s.Release()
-	var errs []error
-	if err := validate(s); err != nil {
-		errs = append(errs, err)
-	}
-	if !bytes.Equal(orig[:o.List.Start], sent[:s.List.Start]) || !bytes.Equal(orig[o.List.End:], sent[s.List.End:]) {
-		errs = append(errs, errors.New("the rewrite changed the request outside its messages"))
-	}
-	if err := align(o, s); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
+func ValidateRewrite(orig, sent []byte) error { return rewriteRules.Check(orig, sent) }
 
-// align reports whether the messages of s are those of o with tool
-// rounds dropped or replaced (see ValidateRewrite), and else where they
-// first part.
-func align(o, s *conversation.Conversation) error {
-	om, sm := o.Messages, s.Messages
-	memo := map[[2]int]bool{}
-	var ok func(i, j int) bool
-	ok = func(i, j int) bool {
-		if i == len(om) {
-			return j == len(sm)
-		}
-		key := [2]int{i, j}
-		if v, seen := memo[key]; seen {
-			return v
-		}
-		v := j < len(sm) && sameMessage(o, &om[i], s, &sm[j]) == nil && ok(i+1, j+1)
-		if !v && isRound(om, i) {
-			// The round dropped whole, or replaced by what trimming
-			// leaves.
-			v = ok(i+2, j) || (j+1 < len(sm) && replacedRound(s, sm, j) && ok(i+2, j+2))
-		}
-		memo[key] = v
-		return v
-	}
-	if ok(0, 0) {
-		return nil
-	}
-	// Say where the messages first differ.
-	for i := range om {
-		if i >= len(sm) {
-			return fmt.Errorf("message %d (%s) and those after it dropped", i, om[i].Role)
-		}
-		if err := sameMessage(o, &om[i], s, &sm[i]); err != nil {
-			if !isRound(om, i) {
-				err = fmt.Errorf("%w, and it is not a tool round", err)
-			}
-			return fmt.Errorf("message %d: %w", i, err)
-		}
-	}
-	if len(sm) > len(om) {
-		return fmt.Errorf("the rewrite has %d messages more than the original", len(sm)-len(om))
-	}
-	return errors.New("the messages do not align")
+var rewriteRules = uncompact.Rules{
+	Parse: Parse, Validate: validate, Same: sameMessage,
+	Round:    func(c *conversation.Conversation, i int) bool { return isRound(c.Messages, i) },
+	Replaced: func(c *conversation.Conversation, j int) bool { return replacedRound(c, c.Messages, j) },
 }
 
 // isRound reports whether om[i] is an assistant message with tool calls
@@ -221,22 +156,8 @@ func sameMessage(oc *conversation.Conversation, o *conversation.Message, sc *con
 			oIn, sIn = append(oIn, ob.Input), append(sIn, sb.Input)
 		}
 	}
-	if !sameExcept(oc.Body, o.Span, oIn, sc.Body, s.Span, sIn) {
+	if !uncompact.SameExcept(oc.Body, o.Span, oIn, sc.Body, s.Span, sIn) {
 		return errors.New("changed beyond tool results and arguments")
 	}
 	return nil
-}
-
-// sameExcept reports whether the bytes of ow in ob and sw in sb are the
-// same apart from the spans oIn and sIn (in order, within them), which
-// may differ.
-func sameExcept(ob []byte, ow conversation.Span, oIn []conversation.Span, sb []byte, sw conversation.Span, sIn []conversation.Span) bool {
-	oAt, sAt := ow.Start, sw.Start
-	for k := range oIn {
-		if !bytes.Equal(ob[oAt:oIn[k].Start], sb[sAt:sIn[k].Start]) {
-			return false
-		}
-		oAt, sAt = oIn[k].End, sIn[k].End
-	}
-	return bytes.Equal(ob[oAt:ow.End], sb[sAt:sw.End])
 }

@@ -2,14 +2,16 @@ package clearing
 
 // The properties of property_test.go over the conversations of every
 // protocol: the same generated sessions (tools/sessiongen) rendered as
-// Anthropic Messages, OpenAI Responses and OpenAI Chat Completions
-// requests (transcript.BuildOptions.Protocol), parsed by the protocol's
-// adapter, rewritten by the pipeline and the clearing pass (trimming
-// included), and each checked by its protocol's validator:
+// Anthropic Messages, OpenAI Responses, OpenAI Chat Completions and
+// Gemini requests (transcript.BuildOptions.Protocol), parsed by the
+// protocol's adapter, rewritten by the pipeline and the clearing pass
+// (trimming included), and each checked by its protocol's validator:
 // validate.Rewrite, responses.ValidateRewrite (every output keeps its
 // call, a kept reasoning item keeps its successor), chat.ValidateRewrite
 // (every tool message answers a tool_call_id of the assistant message
-// before it). Per request: reproducibility from an empty store (1),
+// before it), gemini.ValidateRewrite (every functionResponse answers a
+// functionCall of the content before it, a kept part keeps its
+// thoughtSignature). Per request: reproducibility from an empty store (1),
 // validity (2), at most 4 markers (3), thinking (4: reasoning items and
 // reasoning_content), stubs naming blobs that hold the original (5), the
 // plan's events and the edit-event note (6); between consecutive
@@ -32,6 +34,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/gemini"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
@@ -58,6 +61,7 @@ var wires = []wire{
 	anthropicWire,
 	{transcript.ProtoResponses, responses.Protocol, func(_ propConfig, orig, sent []byte) error { return responses.ValidateRewrite(orig, sent) }},
 	{transcript.ProtoChat, chat.Protocol, func(_ propConfig, orig, sent []byte) error { return chat.ValidateRewrite(orig, sent) }},
+	{transcript.ProtoGemini, gemini.Protocol, func(_ propConfig, orig, sent []byte) error { return gemini.ValidateRewrite(orig, sent) }},
 }
 
 // inputJSON is a tool call's input as JSON: the input itself, or the
@@ -173,7 +177,7 @@ func checkFuzzProtocols(t *testing.T, data []byte) {
 
 // TestPropertiesProtocolsReal checks every property on the real Claude
 // Code sessions in tools/transcript/testdata (and in $CTXGUARD_SESSIONS)
-// written as Responses and Chat Completions requests (TestPropertiesReal
+// written as Responses, Chat Completions and Gemini requests (TestPropertiesReal
 // checks them as sent).
 func TestPropertiesProtocolsReal(t *testing.T) {
 	dirs := []string{"../../tools/transcript/testdata/claude-code"}

@@ -2,7 +2,7 @@ package compact
 
 // Property tests: the compaction pass keeps its contract on whole
 // generated sessions (tools/sessiongen) written in each protocol
-// (Anthropic Messages, OpenAI Responses, OpenAI Chat Completions), under
+// (Anthropic Messages, OpenAI Responses, OpenAI Chat Completions, Gemini), under
 // summarizers that answer, fail, answer nothing usable or never answer in
 // time, and stores that fail. Every request of a session goes through one
 // long-lived pass (a process that saw the session's earlier requests) and
@@ -59,6 +59,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/gemini"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
 	"github.com/ctxguard/ctxguard/openai/responses"
@@ -88,6 +89,7 @@ var wires = []wire{
 	}},
 	{transcript.ProtoResponses, responses.Protocol, responses.ValidateRewrite},
 	{transcript.ProtoChat, chat.Protocol, chat.ValidateRewrite},
+	{transcript.ProtoGemini, gemini.Protocol, gemini.ValidateRewrite},
 }
 
 // propSummarizer is a model whose behaviour a configuration sets:

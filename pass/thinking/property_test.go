@@ -2,7 +2,8 @@ package thinking_test
 
 // Properties of the guard over generated sessions (tools/sessiongen)
 // written in every protocol, with the request's model family switching at
-// random between requests. The Guard's way of filling the cache is
+// random between requests. On Gemini, a signed part that is not a
+// thought is unsigned in every model content, not removed. The Guard's way of filling the cache is
 // simulated: the assistant messages a request adds after the previous one
 // were minted by the previous request's family. Per request, with the
 // guard alone: the output is valid for its protocol; every message is
@@ -23,6 +24,7 @@ import (
 
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/conversation"
+	"github.com/ctxguard/ctxguard/gemini"
 	"github.com/ctxguard/ctxguard/internal/stub"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
@@ -41,16 +43,51 @@ type wire struct {
 	name  string
 	proto protocol.Protocol
 	valid func(orig, sent []byte) error
+	// gemini: the guard unsigns a part that stands without its token
+	// (conversation.Unsigner) in every model content, the latest
+	// included, rather than removing it; the written sessions carry one
+	// synthetic signature, made unique per part here (uniqueSignatures).
+	gemini bool
 }
 
 var wires = []wire{
-	{transcript.ProtoAnthropic, anthropic.Protocol, func(orig, sent []byte) error {
+	{name: transcript.ProtoAnthropic, proto: anthropic.Protocol, valid: func(orig, sent []byte) error {
 		o := validateOpts
 		o.AllowInputEdits, o.AllowCacheMarkers, o.AllowMessageRemoval, o.AllowRoundTrimming = true, true, true, true
 		return validate.Rewrite(orig, sent, o)
 	}},
-	{transcript.ProtoResponses, responses.Protocol, responses.ValidateRewrite},
-	{transcript.ProtoChat, chat.Protocol, chat.ValidateRewrite},
+	{name: transcript.ProtoResponses, proto: responses.Protocol, valid: responses.ValidateRewrite},
+	{name: transcript.ProtoChat, proto: chat.Protocol, valid: chat.ValidateRewrite},
+	{name: transcript.ProtoGemini, proto: gemini.Protocol, valid: gemini.ValidateRewrite, gemini: true},
+}
+
+// uniqueSignatures gives each thoughtSignature of a Gemini body its own
+// value, by its place: the nth signature of a session's requests is the
+// same part in each (contents only grow), as a model's real signatures
+// are its own.
+func uniqueSignatures(body []byte) []byte {
+	lit := []byte(`"thoughtSignature":"` + transcript.SyntheticThoughtSignature + `"`)
+	var out []byte
+	for n := 0; ; n++ {
+		i := bytes.Index(body, lit)
+		if i < 0 {
+			return append(out, body...)
+		}
+		out = append(out, body[:i]...)
+		out = fmt.Appendf(out, `"thoughtSignature":"c2lnLSVk-%d"`, n)
+		body = body[i+len(lit):]
+	}
+}
+
+// unsigned is part b of c (a signed part that is not a thought) as the
+// guard sends it to a model of family fam: its signature the API's skip
+// value on a Gemini model, else without the member.
+func unsigned(c *conversation.Conversation, b *conversation.Block, fam string) []byte {
+	part, sig := c.Bytes(b.Span), c.Bytes(b.Signature)
+	if fam == "google" {
+		return bytes.Replace(part, sig, []byte(gemini.SkipSignature), 1)
+	}
+	return bytes.Replace(part, append([]byte(`,"thoughtSignature":`), sig...), nil, 1)
 }
 
 // models names one model of each family the sessions switch between.
@@ -119,6 +156,9 @@ func checkSession(t *testing.T, w wire, r *rand.Rand, st *stats) {
 	prevFam, fam := "", []string{"anthropic", "openai", "google"}[r.IntN(3)]
 	for k, rq := range reqs {
 		where := fmt.Sprintf("%s request %d", w.name, k)
+		if w.gemini {
+			rq.Body = uniqueSignatures(rq.Body)
+		}
 		c, err := w.proto.Parse(rq.Body)
 		if err != nil {
 			t.Fatalf("%s: %v", where, err)
@@ -153,7 +193,7 @@ func checkSession(t *testing.T, w wire, r *rand.Rand, st *stats) {
 		if err != nil {
 			t.Fatalf("%s: the output does not parse: %v", where, err)
 		}
-		checkEdits(t, where, c, out, fam, minted, st)
+		checkEdits(t, where, w, c, out, fam, minted, st)
 		if prevOut != nil && !rq.Reset && fam == prevFam {
 			// Sticky: the messages before the previous request's latest
 			// answer went out the same, where the client sent them the
@@ -182,7 +222,7 @@ func checkSession(t *testing.T, w wire, r *rand.Rand, st *stats) {
 
 // checkEdits checks out, the guard's output for c as family fam, message
 // by message against what the test recorded of who minted what.
-func checkEdits(t *testing.T, where string, c, out *conversation.Conversation, fam string, minted map[string]string, st *stats) {
+func checkEdits(t *testing.T, where string, w wire, c, out *conversation.Conversation, fam string, minted map[string]string, st *stats) {
 	t.Helper()
 	if len(out.Messages) != len(c.Messages) {
 		t.Fatalf("%s: %d messages, had %d", where, len(out.Messages), len(c.Messages))
@@ -190,7 +230,7 @@ func checkEdits(t *testing.T, where string, c, out *conversation.Conversation, f
 	last := c.LastAssistant()
 	for mi := range c.Messages {
 		m, om := &c.Messages[mi], &out.Messages[mi]
-		if m.Role != conversation.RoleAssistant || mi == last {
+		if m.Role != conversation.RoleAssistant || (mi == last && !w.gemini) {
 			if !bytes.Equal(c.Bytes(m.Span), out.Bytes(om.Span)) {
 				t.Fatalf("%s: message %d (%s) changed", where, mi, m.Role)
 			}
@@ -200,11 +240,18 @@ func checkEdits(t *testing.T, where string, c, out *conversation.Conversation, f
 		for bi := range m.Blocks {
 			b := &m.Blocks[bi]
 			if thinking.Signed(b) {
-				if f, ok := minted[string(c.Bytes(b.Signature))]; ok && f != fam {
+				thought := b.Kind == conversation.Thinking || b.Kind == conversation.RedactedThinking
+				switch f, ok := minted[string(c.Bytes(b.Signature))]; {
+				case !ok || f == fam || (thought && mi == last):
+					st.kept++
+				case w.gemini && !thought:
+					st.removed++
+					want = append(want, unsigned(c, b, fam))
+					continue
+				default:
 					st.removed++
 					continue
 				}
-				st.kept++
 			}
 			want = append(want, c.Bytes(b.Span))
 		}

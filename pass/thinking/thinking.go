@@ -7,10 +7,11 @@
 // # What is a signed block
 //
 // A thinking block's signature, a redacted_thinking block's data
-// (Anthropic Messages) and a reasoning item's encrypted_content (OpenAI
+// (Anthropic Messages), a reasoning item's encrypted_content (OpenAI
 // Responses; the adapter leaves the item Opaque and points
-// Block.Signature at it) are opaque tokens only the API that minted them
-// can read. Chat Completions carries reasoning as plain text
+// Block.Signature at it) and a part's thoughtSignature (Gemini: on a
+// thought, a function call or a text part) are opaque tokens only the
+// API that minted them can read. Chat Completions carries reasoning as plain text
 // (reasoning_content) without a token: there is nothing to attribute and
 // the guard never edits a Chat request.
 //
@@ -47,8 +48,14 @@
 // cache attributes to a family other than the request's model's are
 // removed (pipeline.Request.RemoveBlocks: a message left with nothing is
 // rewritten to one short text block, the same edit the clearing pass
-// makes). Nothing else changes, so the body is byte-identical outside
-// those blocks. A request that continues a conversation the server keeps
+// makes). A signed block that stands without its token (Gemini's
+// thoughtSignature on a function call or a text part: the Dialect is a
+// conversation.Unsigner) keeps its place in every assistant message, the
+// latest included, and only loses the token: a Gemini model gets the
+// API's documented skip value, another model none (a call removed would
+// break its pairing, and a Gemini model refuses a foreign signature in
+// the current turn). Nothing else changes, so the body is byte-identical
+// outside those blocks. A request that continues a conversation the server keeps
 // (Conversation.Continued) holds no history and is left alone.
 //
 // On a model that binds thinking to its prefix (pipeline.Env.Binding)
@@ -125,9 +132,10 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 	if family == "" || last < 0 || c.Continued {
 		return nil, nil
 	}
+	unsigner, _ := c.Dialect.(conversation.Unsigner)
 	var out []splice.Edit
 	var drop []int
-	for mi := range last {
+	for mi := 0; mi <= last; mi++ {
 		m := &c.Messages[mi]
 		if m.Role != conversation.RoleAssistant {
 			continue
@@ -138,7 +146,20 @@ func (p *Pass) Run(r *pipeline.Request) ([]splice.Edit, error) {
 			if !Signed(b) {
 				continue
 			}
-			if fam, ok := p.sigs.Family(c.Bytes(b.Signature)); ok && fam != family {
+			if fam, ok := p.sigs.Family(c.Bytes(b.Signature)); !ok || fam == family {
+				continue
+			}
+			if unsigner != nil {
+				if sp, repl, ok := unsigner.Unsign(c, b, family); ok {
+					if repl == nil {
+						out = append(out, r.RemoveSpan(sp))
+					} else {
+						out = append(out, splice.Edit{Span: sp, Repl: repl})
+					}
+					continue
+				}
+			}
+			if mi < last {
 				drop = append(drop, bi)
 			}
 		}

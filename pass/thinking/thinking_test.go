@@ -94,6 +94,9 @@ func TestGuardMessages(t *testing.T) {
 		{"unknown signatures", "gpt-5", nil, a1, a2, false},
 		{"one of two known", "gpt-5", map[string][]string{"anthropic": {`"QkJCQg=="`}}, a1, []string{use1}, true},
 		{"gpt to claude", "claude-sonnet-4-5", map[string][]string{"openai": {`"QUFBQQ=="`}, "anthropic": {`"QkJCQg=="`}}, []string{text1}, a2, true},
+		// A gateway that served Gemini on the Messages API put its
+		// thought signatures in thinking blocks.
+		{"gemini to claude", "claude-sonnet-4-5", map[string][]string{"google": {`"QUFBQQ=="`, `"QkJCQg=="`}}, []string{text1}, []string{use1}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := thinking.NewSignatures(thinking.Defaults(), nil)

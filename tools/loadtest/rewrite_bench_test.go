@@ -93,7 +93,7 @@ func benchRewrite(b *testing.B, src *Source, p Protocol, size int) {
 	} {
 		cfg := config.Defaults()
 		cfg.DataDir = b.TempDir()
-		cfg.Upstreams = config.Upstreams{Anthropic: "http://127.0.0.1:1", OpenAI: "http://127.0.0.1:1"}
+		cfg.Upstreams = config.AllUpstreams("http://127.0.0.1:1")
 		cfg.Passes.Switch("compress", pc.compress)
 		cfg.Passes.Switch("persist", pc.persist)
 		cfg.Passes.Switch("clear", pc.clear)

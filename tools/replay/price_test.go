@@ -46,10 +46,11 @@ func TestPriceLookup(t *testing.T) {
 		}
 	}
 	// Every entry is consistent: reads below input; writes above input
-	// (Anthropic) or at it (OpenAI: no write premium).
+	// (Anthropic) or at it (OpenAI and Gemini: no write premium).
 	for id, p := range tab {
 		openai := model.Lookup(id).Provider == model.OpenAI
-		if !(p.CacheRead < p.Input && (p.Input < p.CacheWrite || openai && p.Input == p.CacheWrite)) {
+		implicit := openai || model.Lookup(id).Provider == model.Google
+		if !(p.CacheRead < p.Input && (p.Input < p.CacheWrite || implicit && p.Input == p.CacheWrite)) {
 			t.Errorf("%s: %+v", id, p)
 		}
 		if openai != strings.HasPrefix(id, "gpt-") && openai != (id[0] == 'o') {

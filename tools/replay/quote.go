@@ -374,6 +374,39 @@ func codexAnswer(items []transcript.CodexItem) []byte {
 	return b
 }
 
+// geminiAnswer writes the parts of a Gemini model content as the
+// assistant message answerTexts reads: text parts as "text", function
+// calls' args as "input"; other parts are left out.
+func geminiAnswer(parts [][]byte) []byte {
+	out := []json.RawMessage{}
+	for _, p := range parts {
+		var x struct {
+			Text         *string `json:"text"`
+			FunctionCall *struct {
+				Args json.RawMessage `json:"args"`
+			} `json:"functionCall"`
+		}
+		if json.Unmarshal(p, &x) != nil {
+			continue
+		}
+		var b []byte
+		switch {
+		case x.Text != nil:
+			b, _ = json.Marshal(map[string]string{"text": *x.Text})
+		case x.FunctionCall != nil && len(x.FunctionCall.Args) > 0:
+			b, _ = json.Marshal(map[string]json.RawMessage{"input": x.FunctionCall.Args})
+		}
+		if b != nil {
+			out = append(out, b)
+		}
+	}
+	b, err := json.Marshal(map[string]any{"role": "assistant", "content": out})
+	if err != nil {
+		return []byte(`{"role":"assistant","content":[]}`)
+	}
+	return b
+}
+
 // decodedStrings appends every JSON string in b (keys included), decoded,
 // each followed by a newline. b need not be valid JSON: the scan only
 // tracks string boundaries.

@@ -268,6 +268,24 @@ func TestQuoteHelpers(t *testing.T) {
 	}
 }
 
+// A Gemini model content reads as an assistant message: text parts and
+// function calls' args.
+func TestGeminiAnswer(t *testing.T) {
+	parts := [][]byte{
+		[]byte(`{"text":"Line one"}`),
+		[]byte(`{"functionCall":{"id":"c1","args":{"command":"cat a"},"name":"run_shell_command"},"thoughtSignature":"x"}`),
+		[]byte(`{"inlineData":{"mimeType":"image/png","data":"iVBO"}}`),
+		[]byte(`not json`),
+	}
+	want := []string{"Line one", "command\ncat a\n"}
+	if diff := cmp.Diff(want, answerTexts(geminiAnswer(parts))); diff != "" {
+		t.Errorf("answer texts (-want +got):\n%s", diff)
+	}
+	if geminiAnswer(nil) == nil {
+		t.Error("an empty content is no answer")
+	}
+}
+
 // A Codex turn's output items read as one assistant message: message
 // text, reasoning summaries, tool arguments and patches.
 func TestCodexAnswer(t *testing.T) {

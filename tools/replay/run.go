@@ -10,6 +10,7 @@ import (
 	"github.com/ctxguard/ctxguard"
 	"github.com/ctxguard/ctxguard/anthropic"
 	"github.com/ctxguard/ctxguard/config"
+	"github.com/ctxguard/ctxguard/gemini"
 	"github.com/ctxguard/ctxguard/internal/cachelife"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
@@ -59,12 +60,13 @@ func As(proto protocol.Protocol) Protocols {
 // DefaultProtocols returns the protocols of the formats transcript
 // rebuilds: Anthropic Messages for Claude Code and SWE-agent sessions (the
 // builder writes both as Claude Code requests), the Responses API for
-// Codex rollouts.
+// Codex rollouts, Gemini's generateContent for Gemini CLI sessions.
 func DefaultProtocols() Protocols {
 	return Protocols{
 		transcript.ClaudeCode: anthropic.Protocol,
 		transcript.SWEAgent:   anthropic.Protocol,
 		transcript.Codex:      responses.Protocol,
+		transcript.GeminiCLI:  gemini.Protocol,
 	}
 }
 
@@ -78,8 +80,8 @@ func (ps Protocols) For(s *transcript.Session) protocol.Protocol {
 
 // CheckRewrite judges a rewrite with the protocol's own validator: the
 // Anthropic rules (validate.Rewrite with opt) or the Responses API's
-// (responses.ValidateRewrite) or Chat Completions' (chat.ValidateRewrite);
-// other protocols are not checked.
+// (responses.ValidateRewrite) or Chat Completions' (chat.ValidateRewrite)
+// or Gemini's (gemini.ValidateRewrite); other protocols are not checked.
 func CheckRewrite(opt validate.Options) func(proto protocol.Protocol, orig, sent []byte) error {
 	return func(proto protocol.Protocol, orig, sent []byte) error {
 		switch proto {
@@ -89,6 +91,11 @@ func CheckRewrite(opt validate.Options) func(proto protocol.Protocol, orig, sent
 			return responses.ValidateRewrite(orig, sent)
 		case chat.Protocol:
 			return chat.ValidateRewrite(orig, sent)
+		}
+		if proto != nil && proto.Name() == gemini.Protocol.Name() {
+			// Bound to each session's model (protocol.PathBound), so
+			// not equal to gemini.Protocol itself.
+			return gemini.ValidateRewrite(orig, sent)
 		}
 		return nil
 	}
@@ -305,6 +312,11 @@ func Run(sessions []*transcript.Session, opt RunOptions) (*Report, error) {
 		if err == nil && proto == nil {
 			err = fmt.Errorf("no protocol for %s sessions", s.Format)
 		}
+		if pb, ok := proto.(protocol.PathBound); ok && err == nil && len(stream) > 0 {
+			// The API names the model in the URL (Gemini): the session's
+			// requests go to the path of its first request's model.
+			proto = pb.ForPath(stream[0].Path)
+		}
 		if err == nil {
 			sr.Protocol = proto.Name()
 			var rw DetailedRewriter
@@ -369,13 +381,17 @@ func sessionStream(s *transcript.Session, opt transcript.BuildOptions) ([]Reques
 		if err != nil {
 			return nil, nil, err
 		}
-		req := Request{Body: r.Body, Reset: r.Reset, Model: r.Model, Time: r.Time}
+		req := Request{Body: r.Body, Reset: r.Reset, Model: r.Model, Time: r.Time, Path: r.Path}
 		switch {
 		case r.Message >= 0:
 			req.Answer = s.AppendJSON(nil, r.Message)
 		case s.Codex != nil && r.Index < len(s.Codex.Turns):
 			t := s.Codex.Turns[r.Index]
 			req.Answer = codexAnswer(s.Codex.Items[t.End:t.Out])
+		case s.Gemini != nil && r.Index < len(s.Gemini.Turns):
+			if end := s.Gemini.Turns[r.Index].End; end < len(s.Gemini.Messages) && s.Gemini.Messages[end].Role == "model" {
+				req.Answer = geminiAnswer(s.Gemini.Messages[end].Parts)
+			}
 		}
 		out = append(out, req)
 		usage = append(usage, r.Usage)
@@ -384,11 +400,12 @@ func sessionStream(s *transcript.Session, opt transcript.BuildOptions) ([]Reques
 }
 
 // cacheModel picks the cost model of a session by its protocol's family:
-// OpenAI's automatic caching with no write premium, reads at the model's
-// cached-input price over its input price (0.1x, the GPT-5 family's, when
-// the price table does not know the model); Anthropic's otherwise.
+// OpenAI's and Gemini's automatic (implicit) caching with no write
+// premium, reads at the model's cached-input price over its input price
+// (0.1x, the GPT-5 family's and Gemini 2.5 and later's, when the price
+// table does not know the model); Anthropic's otherwise.
 func cacheModel(proto protocol.Protocol, modelID string, prices PriceTable) CacheModel {
-	if proto.Family() != "openai" {
+	if f := proto.Family(); f != "openai" && f != gemini.Family {
 		return AnthropicCache
 	}
 	read := 0.1

@@ -19,6 +19,7 @@ import (
 	"github.com/ctxguard/ctxguard/config"
 	"github.com/ctxguard/ctxguard/conversation"
 	"github.com/ctxguard/ctxguard/dashboard/chart"
+	"github.com/ctxguard/ctxguard/gemini"
 	"github.com/ctxguard/ctxguard/internal/jsonscan"
 	"github.com/ctxguard/ctxguard/model"
 	"github.com/ctxguard/ctxguard/openai/chat"
@@ -329,6 +330,7 @@ func TestSharedDataMore(t *testing.T) {
 		{anthropic.Protocol, ss, 400},
 		{responses.Protocol, trimmed, 150},
 		{chat.Protocol, trimmed, 150},
+		{gemini.Protocol, trimmed, 150},
 	} {
 		t.Run(tc.proto.Name(), func(t *testing.T) {
 			p, err := GuardPipeline(config.Defaults())
@@ -451,7 +453,7 @@ func checkOff(t *testing.T, ss []*transcript.Session) {
 }
 
 // The Claude Code and SWE-agent sessions of transcript/testdata written
-// as Responses API and as Chat Completions requests go through those
+// as Responses API, Chat Completions and Gemini requests go through those
 // adapters: every rewrite is valid by that API's rules, and with every
 // rule off every ratio is 1.
 func TestRunRenderedOpenAI(t *testing.T) {
@@ -459,7 +461,7 @@ func TestRunRenderedOpenAI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, proto := range []protocol.Protocol{responses.Protocol, chat.Protocol} {
+	for _, proto := range []protocol.Protocol{responses.Protocol, chat.Protocol, gemini.Protocol} {
 		for _, cfg := range []config.Config{config.Defaults(), Off(config.Defaults())} {
 			p, err := GuardPipeline(cfg)
 			if err != nil {
@@ -588,5 +590,29 @@ func checkRecall(t *testing.T, rep *Report) {
 		if !strings.Contains(squeeze(buf.String()), want) {
 			t.Errorf("the text report lacks %q", want)
 		}
+	}
+}
+
+// The Gemini CLI sessions of transcript/testdata (real recordings of
+// Gemini CLI 0.61.0) replay as Gemini requests by default: through the
+// Gemini adapter bound to the session's model, priced with implicit
+// caching, every rewrite valid, and with every rule off every ratio 1.
+func TestRunGeminiCLI(t *testing.T) {
+	ss, err := transcript.Load([]string{"../transcript/testdata/gemini-cli"}, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) != 2 {
+		t.Fatalf("%d sessions, want the 2 Gemini CLI recordings", len(ss))
+	}
+	rep := replayDefaults(t, ss)
+	for _, s := range rep.Sessions {
+		if s.Error != "" || s.Protocol != "gemini" || s.Invalid != 0 || s.Requests != 6 || s.Model != "gemini-3.8-flash" {
+			t.Errorf("%s: protocol %q, model %q, %d requests, %d invalid, error %s", s.ID, s.Protocol, s.Model, s.Requests, s.Invalid, s.Error)
+		}
+	}
+	checkOff(t, ss)
+	if cm := cacheModel(gemini.Protocol, "gemini-3.8-flash", PriceTable{}); !cm.Automatic || cm.Write != 1 || cm.Read != 0.1 {
+		t.Errorf("Gemini's cost model: %+v, want automatic caching, reads 0.1x, no write premium", cm)
 	}
 }

@@ -404,6 +404,9 @@ type Request struct {
 	Reset bool
 	// Model is the model the request names, for pricing; optional.
 	Model string
+	// Path is the URL path the request goes to when its API names things
+	// there (transcript.Request.Path); "" otherwise.
+	Path string
 	// Time is when the client sent the request (transcript.Request.Time);
 	// zero when unknown.
 	Time time.Time

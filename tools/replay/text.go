@@ -100,6 +100,9 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 	if protos["responses"] || protos["chat"] {
 		models = append(models, "OpenAI reads at the cached-input price, no write premium, automatic")
 	}
+	if protos["gemini"] {
+		models = append(models, "Gemini reads at the cached-input price, no write premium, implicit")
+	}
 	switch r.CacheTTL {
 	case "never", "":
 		fmt.Fprintf(&b, "cache-aware cost: %.3f of the original, time-blind: the cache never expires (prefix cache: %s); %.3f with hits only at cache_control breakpoints (20-block lookback; OpenAI: as the prefix model)\n",

@@ -21,9 +21,11 @@ type BuildOptions struct {
 	Model string
 	// Protocol is the API the requests are written for: ProtoAnthropic
 	// (Claude Code's requests), ProtoResponses or ProtoChat (see
-	// oaiRenderer); "" is a session's native one: Responses for Codex
-	// rollouts, Anthropic for the rest. Codex rollouts can only be
-	// written as Responses requests.
+	// oaiRenderer), ProtoGemini (see geminiRenderer); "" is a session's
+	// native one: Responses for Codex rollouts, Gemini for Gemini CLI
+	// sessions, Anthropic for the rest. Codex rollouts can only be
+	// written as Responses requests, Gemini CLI sessions only as Gemini
+	// requests.
 	Protocol string
 }
 
@@ -45,6 +47,10 @@ type Request struct {
 	// Usage is the usage the API reported for the answer, nil if unknown.
 	Usage *Usage
 	Model string
+	// Path is the URL path of a request whose API names the model there
+	// (Gemini: /v1beta/models/{Model}:streamGenerateContent, sent with
+	// ?alt=sse as the Gemini CLI sends it); "" for the other protocols.
+	Path string
 	// Time is when the client sent the request, as the transcript
 	// recorded it: the timestamp of the first record of the answer
 	// (Claude Code's assistant message, Codex's first output item), which
@@ -74,9 +80,11 @@ type Builder struct {
 	asst     []int  // indices of assistant messages
 	start    []int  // per message: index of the first message of its history
 	cache    [][]byte
-	cacheR   [][]byte      // the first message of a history, with the reminder
-	cx       *codexBuilder // a Codex session's requests, nil otherwise
-	oai      *oaiRenderer  // an OpenAI rendering of the session, nil otherwise
+	cacheR   [][]byte          // the first message of a history, with the reminder
+	cx       *codexBuilder     // a Codex session's requests, nil otherwise
+	gcli     *geminiCLIBuilder // a Gemini CLI session's requests, nil otherwise
+	oai      *oaiRenderer      // an OpenAI rendering of the session, nil otherwise
+	gem      *geminiRenderer   // a Gemini rendering of the session, nil otherwise
 }
 
 // NewBuilder prepares the requests of s, which must not change while the
@@ -95,6 +103,13 @@ func NewBuilder(s *Session, opt BuildOptions) (*Builder, error) {
 			return nil, fmt.Errorf("transcript: a Codex session cannot be written as %s requests", opt.Protocol)
 		}
 		b.cx = newCodexBuilder(s, &b.p, opt.Model)
+		return b, nil
+	}
+	if s.Gemini != nil {
+		if opt.Protocol != "" && opt.Protocol != ProtoGemini {
+			return nil, fmt.Errorf("transcript: a Gemini CLI session cannot be written as %s requests", opt.Protocol)
+		}
+		b.gcli = newGeminiCLIBuilder(s, &b.p, opt.Model)
 		return b, nil
 	}
 	if s.System != "" {
@@ -123,6 +138,11 @@ func NewBuilder(s *Session, opt BuildOptions) (*Builder, error) {
 	b.cacheR = make([][]byte, len(s.Messages))
 	switch opt.Protocol {
 	case "", ProtoAnthropic:
+	case ProtoGemini:
+		var err error
+		if b.gem, err = newGeminiRenderer(b); err != nil {
+			return nil, err
+		}
 	default:
 		var err error
 		if b.oai, err = newOAIRenderer(b, opt.Protocol); err != nil {
@@ -136,6 +156,9 @@ func NewBuilder(s *Session, opt BuildOptions) (*Builder, error) {
 func (b *Builder) Len() int {
 	if b.cx != nil {
 		return len(b.cx.cx.Turns)
+	}
+	if b.gcli != nil {
+		return len(b.gcli.gs.Turns)
 	}
 	return len(b.asst)
 }
@@ -151,8 +174,14 @@ func (b *Builder) Request(k int) (*Request, error) {
 	if b.cx != nil {
 		return b.cx.request(k), nil
 	}
+	if b.gcli != nil {
+		return b.gcli.request(k), nil
+	}
 	if b.oai != nil {
 		return b.oai.request(k, b.p.MaxTokens), nil
+	}
+	if b.gem != nil {
+		return b.gem.request(k), nil
 	}
 	ai := b.asst[k]
 	first := b.start[ai]

@@ -116,3 +116,8 @@ func appendMarked(dst, raw []byte) []byte {
 	}
 	return append(dst, `"cache_control":{"type":"ephemeral"}}`...)
 }
+
+// isTrue reports whether the value at s in raw is the literal true.
+func isTrue(raw []byte, s jsonscan.Span) bool {
+	return jsonscan.KindOf(raw, s) == jsonscan.Bool && raw[s.Start] == 't'
+}

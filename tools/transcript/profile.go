@@ -51,6 +51,19 @@ type Profile struct {
 	// namespace, get_goal, create_goal, update_goal, web_search), the
 	// schemas of openai/codex (Apache-2.0) as that client sent them.
 	ResponsesTools json.RawMessage `json:"responses_tools"`
+	// GeminiSystem is the system instruction of Gemini CLI sessions'
+	// requests. The default is the one Gemini CLI 0.61.0 sent in a
+	// captured session (31 KB; google-gemini/gemini-cli, Apache-2.0), its
+	// machine paths replaced by neutral ones.
+	GeminiSystem string `json:"gemini_system"`
+	// GeminiTools is the tools array of Gemini CLI sessions' requests. The
+	// default is the array Gemini CLI 0.61.0 sent in the same capture (one
+	// functionDeclarations list of 15 tools, 15 KB).
+	GeminiTools json.RawMessage `json:"gemini_tools"`
+	// GeminiModel is the model of Gemini requests when neither the options
+	// nor the session name one (Claude Code and SWE-agent sessions written
+	// as Gemini requests name none).
+	GeminiModel string `json:"gemini_model"`
 }
 
 //go:embed profile
@@ -77,6 +90,9 @@ func DefaultProfile() Profile {
 		DeviceID:           "0000000000000000000000000000000000000000000000000000000000000000",
 		Model:              "claude-opus-4-8",
 		ResponsesTools:     json.RawMessage(mustRead("codex-tools.json")),
+		GeminiSystem:       mustRead("gemini-system.md"),
+		GeminiTools:        json.RawMessage(mustRead("gemini-tools.json")),
+		GeminiModel:        "gemini-3.1-pro-preview",
 	}
 }
 
@@ -103,7 +119,7 @@ func (p *Profile) Validate() error {
 	for _, t := range []struct {
 		name string
 		v    json.RawMessage
-	}{{"tools", p.Tools}, {"responses_tools", p.ResponsesTools}} {
+	}{{"tools", p.Tools}, {"responses_tools", p.ResponsesTools}, {"gemini_tools", p.GeminiTools}} {
 		if len(t.v) == 0 {
 			continue
 		}

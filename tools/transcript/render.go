@@ -89,16 +89,7 @@ func newOAIRenderer(b *Builder, proto string) (*oaiRenderer, error) {
 		}
 		return b.p.Model
 	}
-	sys := ""
-	for _, t := range b.p.System {
-		if t == "" {
-			continue
-		}
-		if sys != "" {
-			sys += "\n\n"
-		}
-		sys += t
-	}
+	sys := b.p.joinedSystem()
 	tools, err := convertTools(b.p.Tools, proto)
 	if err != nil {
 		return nil, err
@@ -179,24 +170,38 @@ func (r *oaiRenderer) request(k int, maxTokens int) *Request {
 }
 
 func (r *oaiRenderer) rendered(i int) []byte {
-	if r.cache[i] == nil {
+	return renderedOnce(r.cache, i, func() [][]byte {
 		m := &r.s.Messages[i]
-		var items [][]byte
 		if m.Role == Assistant {
-			items = r.assistant(m)
-		} else {
-			items = r.user(m)
+			return r.assistant(m)
 		}
-		out := []byte{}
-		for j, it := range items {
-			if j > 0 {
-				out = append(out, ',')
-			}
-			out = append(out, it...)
-		}
-		r.cache[i] = out
+		return r.user(m)
+	})
+}
+
+// renderedOnce returns cache[i], filling it first with the comma-joined
+// items of message i (an empty, non-nil slice when there are none).
+func renderedOnce(cache [][]byte, i int, items func() [][]byte) []byte {
+	if cache[i] == nil {
+		cache[i] = append([]byte{}, bytes.Join(items(), []byte{','})...)
 	}
-	return r.cache[i]
+	return cache[i]
+}
+
+// joinedSystem returns the profile's system blocks joined by blank lines:
+// the system prompt of protocols that have one text for it.
+func (p *Profile) joinedSystem() string {
+	sys := ""
+	for _, t := range p.System {
+		if t == "" {
+			continue
+		}
+		if sys != "" {
+			sys += "\n\n"
+		}
+		sys += t
+	}
+	return sys
 }
 
 // rawMember returns the raw bytes of a string member of a block, or nil.
@@ -511,7 +516,10 @@ func countType(m *Message, typ string) int {
 }
 
 // convertTools writes Anthropic tool schemas ({name, description,
-// input_schema}) as OpenAI function tools; nil for no tools.
+// input_schema}) as OpenAI function tools, or for ProtoGemini as one list
+// of Gemini function declarations, [{"functionDeclarations":[{"name",
+// "description","parametersJsonSchema"}]}] (nil when no tool has a
+// name); nil for no tools.
 func convertTools(tools []byte, proto string) ([]byte, error) {
 	if len(tools) == 0 {
 		return nil, nil
@@ -521,6 +529,9 @@ func convertTools(tools []byte, proto string) ([]byte, error) {
 		return nil, err
 	}
 	out := []byte{'['}
+	if proto == ProtoGemini {
+		out = []byte(`[{"functionDeclarations":[`)
+	}
 	n := 0
 	it := jsonscan.Elements(tools, root)
 	for v, ok := it.NextElement(); ok; v, ok = it.NextElement() {
@@ -541,7 +552,17 @@ func convertTools(tools []byte, proto string) ([]byte, error) {
 			out = append(out, ',')
 		}
 		n++
-		if proto == ProtoResponses {
+		switch proto {
+		case ProtoGemini:
+			out = append(out, `{"name":`...)
+			out = append(out, name...)
+			out = append(out, `,"description":`...)
+			out = append(out, desc...)
+			out = append(out, `,"parametersJsonSchema":`...)
+			out = append(out, params...)
+			out = append(out, '}')
+			continue
+		case ProtoResponses:
 			out = append(out, `{"type":"function","name":`...)
 			out = append(out, name...)
 			out = append(out, `,"description":`...)
@@ -558,6 +579,12 @@ func convertTools(tools []byte, proto string) ([]byte, error) {
 		out = append(out, `,"parameters":`...)
 		out = append(out, params...)
 		out = append(out, '}', '}')
+	}
+	if proto == ProtoGemini {
+		if n == 0 {
+			return nil, nil
+		}
+		return append(out, `]}]`...), nil
 	}
 	return append(out, ']'), nil
 }

@@ -42,6 +42,10 @@ func checkRendered(t *testing.T, s *Session, proto string) {
 			if err := checkChat(r.Body); err != nil {
 				t.Fatalf("%s request %d: %v", s.ID, k, err)
 			}
+		case ProtoGemini:
+			if err := checkGemini(r.Body); err != nil {
+				t.Fatalf("%s request %d: %v", s.ID, k, err)
+			}
 		}
 		if prev != nil && !r.Reset && !bytes.HasPrefix(r.Body, prev.Body[:prev.Stable]) {
 			t.Fatalf("%s %s request %d does not repeat request %d", s.ID, proto, k, k-1)
@@ -102,7 +106,7 @@ func TestRenderTestdata(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range ss {
-			for _, proto := range []string{ProtoResponses, ProtoChat} {
+			for _, proto := range []string{ProtoResponses, ProtoChat, ProtoGemini} {
 				t.Run(filepath.Base(f)+"/"+proto, func(t *testing.T) { checkRendered(t, s, proto) })
 			}
 		}
@@ -116,7 +120,7 @@ func TestRenderGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, proto := range []string{ProtoResponses, ProtoChat} {
+	for _, proto := range []string{ProtoResponses, ProtoChat, ProtoGemini} {
 		b, err := NewBuilder(ss[0], BuildOptions{Protocol: proto})
 		if err != nil {
 			t.Fatal(err)
@@ -154,6 +158,13 @@ func TestRenderBlocks(t *testing.T) {
 			`{"role":"tool","tool_call_id":"t1","content":"a\n[image]"}],` +
 			`"tools":[{"type":"function","function":{"name":"Bash","description":"run","parameters":{"type":"object"}}}],"tool_choice":"auto",` +
 			`"stream":true,"stream_options":{"include_usage":true}}`,
+		ProtoGemini: `{"contents":[` +
+			`{"parts":[{"inlineData":{"mimeType":"image/png","data":"iVBO"}},{"text":"look \u00e9"}],"role":"user"},` +
+			`{"parts":[{"text":"ok"},{"functionCall":{"id":"t1","args":{"command":"ls"},"name":"Bash"},"thoughtSignature":"skip_thought_signature_validator"}],"role":"model"},` +
+			`{"parts":[{"functionResponse":{"name":"Bash","response":{"output":"a"},"id":"t1"}},{"inlineData":{"mimeType":"image/jpeg","data":"/9j"}}],"role":"user"}],` +
+			`"systemInstruction":{"parts":[{"text":"SYS"}],"role":"user"},` +
+			`"tools":[{"functionDeclarations":[{"name":"Bash","description":"run","parametersJsonSchema":{"type":"object"}}]}],` +
+			`"generationConfig":{"temperature":1,"topP":0.95,"topK":64,"thinkingConfig":{"includeThoughts":true,"thinkingLevel":"HIGH"}}}`,
 	}
 	for proto, w := range want {
 		b, err := NewBuilder(s, BuildOptions{Profile: &p, Protocol: proto})

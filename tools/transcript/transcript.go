@@ -30,6 +30,11 @@
 // (arguments parsed to the input object); role "tool" messages become
 // tool_result blocks in a user message.
 //
+// Gemini CLI chat recordings (~/.gemini/tmp/<project>/chats/session-*.jsonl,
+// whose first record has sessionId and projectHash) are kept as the
+// Gemini API contents the CLI sends, one request per model answer
+// (Session.Gemini; see geminicli.go). Their Messages are empty.
+//
 // Codex CLI rollouts (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl; a
 // .jsonl file named rollout-* or starting with a session_meta record) are
 // kept as what Codex sends: the Responses API items of the history, byte
@@ -130,6 +135,8 @@ func (f Format) String() string {
 		return "swe-agent"
 	case Codex:
 		return "codex"
+	case GeminiCLI:
+		return "gemini-cli"
 	}
 	return "unknown"
 }
@@ -262,6 +269,9 @@ type Session struct {
 	// Codex holds a Codex rollout's history and requests (Format Codex;
 	// Messages is then empty); nil for other formats.
 	Codex *CodexSession
+	// Gemini holds a Gemini CLI session's histories and requests (Format
+	// GeminiCLI; Messages is then empty); nil for other formats.
+	Gemini *GeminiSession
 }
 
 // Requests returns the number of requests the session's client sent:
@@ -269,6 +279,9 @@ type Session struct {
 func (s *Session) Requests() int {
 	if s.Codex != nil {
 		return len(s.Codex.Turns)
+	}
+	if s.Gemini != nil {
+		return len(s.Gemini.Turns)
 	}
 	n := 0
 	for i := range s.Messages {
@@ -288,7 +301,9 @@ type Options struct {
 
 // LoadFile loads one file: ".traj" as SWE-agent, a JSONL file whose
 // first record is a Codex session_meta (or whose name is rollout-*.jsonl)
-// as a Codex rollout, anything else as Claude Code JSONL. A file that cannot be read is an error; a malformed line is
+// as a Codex rollout, a Gemini CLI chat recording (IsGeminiCLI; JSONL, or
+// an older version's session-*.json) as such, anything else as Claude
+// Code JSONL. A file that cannot be read is an error; a malformed line is
 // not (see Stats).
 func LoadFile(path string, opt Options) ([]*Session, error) {
 	data, err := os.ReadFile(path)
@@ -305,11 +320,14 @@ func LoadFile(path string, opt Options) ([]*Session, error) {
 	if IsCodex(path, data) {
 		return []*Session{ParseCodex(data, path)}, nil
 	}
+	if IsGeminiCLI(path, data) {
+		return []*Session{ParseGeminiCLI(data, path)}, nil
+	}
 	return ParseClaudeCode(data, path, opt), nil
 }
 
 // Load loads files and folders; a folder is walked for *.jsonl and *.traj
-// files, in lexical order. Sessions come back in the order of their files.
+// files and Gemini CLI's session-*.json, in lexical order. Sessions come back in the order of their files.
 func Load(paths []string, opt Options) ([]*Session, error) {
 	var out []*Session
 	for _, p := range paths {
@@ -364,6 +382,8 @@ func isSessionFile(p string) bool {
 	switch strings.ToLower(filepath.Ext(p)) {
 	case ".jsonl", ".traj":
 		return true
+	case ".json":
+		return strings.HasPrefix(filepath.Base(p), "session-")
 	}
 	return false
 }

@@ -713,6 +713,7 @@ func TestLoadFolder(t *testing.T) {
 		"8914a511-2982-4b5b-886b-cb526da278b1.jsonl", "agent-a00ad96.jsonl",
 		"b8d44276-1f04-4220-98c0-b410f7c58ff5.jsonl", "de0891f0-8f37-4cb1-b2bc-04c278fd5ae2.jsonl",
 		"capture-codex-custom-compact.rollout.jsonl", "capture-codex-first.rollout.jsonl", "rollout-2026-01-30T10-36-39-019c0e43-0722-73c2-b7b9-232e9399a95d.jsonl",
+		"session-2026-11-27T20-15-c6f3224c.jsonl", "session-2026-11-27T20-18-f7a6f1c4.jsonl",
 		"function_calling_simple.traj",
 	}
 	if d := cmp.Diff(want, got); d != "" {
@@ -720,6 +721,9 @@ func TestLoadFolder(t *testing.T) {
 	}
 	for _, s := range ss {
 		if codex := strings.Contains(s.Path, "/codex/"); codex != (s.Format == Codex) {
+			t.Errorf("%s loaded as %v", s.Path, s.Format)
+		}
+		if gem := strings.Contains(s.Path, "/gemini-cli/"); gem != (s.Format == GeminiCLI) {
 			t.Errorf("%s loaded as %v", s.Path, s.Format)
 		}
 	}
