@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/ctxguard/ctxguard/anthropic"
+	"github.com/ctxguard/ctxguard/model"
+	"github.com/ctxguard/ctxguard/pass"
+	"github.com/ctxguard/ctxguard/pass/clearing"
 	"github.com/ctxguard/ctxguard/record"
 	"github.com/ctxguard/ctxguard/store"
 )
@@ -43,6 +46,11 @@ type sender func(k int, body []byte, at time.Time) Result
 func TestColdClockFleet(t *testing.T) {
 	bodies, times := gappySession(t)
 	cfg := blobConfig()
+	// Warm events repay their cache write and free 4,000 tokens; cold
+	// ones free 1,000.
+	pass.Update(&cfg.Passes, func(s *clearing.Config) {
+		s.Payback, s.ClearAtLeast, s.Cold.ClearAtLeast = 10, model.Tokens(4000), model.Tokens(1000)
+	})
 	run := func(name string, send sender) [][]byte {
 		t.Helper()
 		var out [][]byte
@@ -161,4 +169,3 @@ func compareStreams(t *testing.T, name string, want, got [][]byte) {
 		}
 	}
 }
-

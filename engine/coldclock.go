@@ -35,8 +35,20 @@ type coldBook struct {
 	max       int                  // sessions whose last arrival is remembered
 
 	mu   sync.Mutex
-	seen map[string]time.Time // session → last arrival
+	seen map[string]arrival // by session
 }
+
+// arrival is what a process remembers of a session's clock.
+type arrival struct {
+	last      time.Time // the latest request's arrival
+	published time.Time // when this process last published one (publish)
+}
+
+// publishEvery is how often a process publishes a session's arrival at
+// most: a store write per request would cost more than the rest of the
+// clock. A process that times a request by another's publication allows
+// for it (decide).
+const publishEvery = 15 * time.Second
 
 // maxColdPoints bounds the cold requests one session records: past it a
 // session is never found cold again (a session idle that often gains
@@ -46,7 +58,7 @@ const maxColdPoints = 1024
 // newColdBook keeps decisions in st, whose records live ttl after their
 // last use; sessions bounds the sessions remembered in memory.
 func newColdBook(st store.Store, ttl time.Duration, now func() time.Time, sessions int) *coldBook {
-	b := &coldBook{max: max(sessions, 1024), seen: map[string]time.Time{}}
+	b := &coldBook{max: max(sessions, 1024), seen: map[string]arrival{}}
 	b.decisions = store.Decisions[int]{Store: st, Max: 8192, Now: now, Refresh: store.RefreshInterval(ttl),
 		Decode: func(v []byte) (int, error) {
 			n, err := strconv.Atoi(string(v))
@@ -63,57 +75,67 @@ func newColdBook(st store.Store, ttl time.Duration, now func() time.Time, sessio
 func coldKey(session string, i int) string { return "cold/" + session + "/" + strconv.Itoa(i) }
 
 // decide returns the cold requests of session (ascending message counts)
-// as the store has them, with the current request's decision added: the
-// request holding at messages arrived at now, and the session's cache
-// keeps a prefix for ttl. A request the store already has as cold (a
-// retry, or one another process saw first) stays cold. A request is found
-// cold when the session's previous request, as this process saw it or as
-// the store says another process (or this one before a restart) saw it,
-// came more than ttl before now; the first request of a session is warm.
-// A store that fails leaves the current request warm and returns what it
-// read (err says why).
-func (b *coldBook) decide(ctx context.Context, session string, at int, now time.Time, ttl time.Duration) (points []int, cold bool, err error) {
+// as the store has them, with the current request's decision added, and
+// the cache lifetime the request was timed with. The request holds at
+// messages and arrived at now; its model's cache keeps a prefix for short,
+// and life (called only when it matters) says how long the request asked
+// for, at least short. A request the store already has as cold (a retry,
+// or one another process saw first) stays cold. A request is found cold
+// when the session's previous request, as this process saw it, came more
+// than its lifetime before now; when another process (or this one before
+// a restart) served the session since, by what the store says, with
+// publishEvery more for the publication's lag. The first request of a
+// session is warm. A store that fails leaves the current request warm and
+// returns what it read (err says why).
+func (b *coldBook) decide(ctx context.Context, session string, at int, now time.Time, short time.Duration, life func() time.Duration) (points []int, cold bool, ttl time.Duration, err error) {
+	ttl = short
 	if session == "" {
-		return nil, false, nil
+		return nil, false, ttl, nil
 	}
-	prev, seen := b.arrived(session, now)
-	if !seen || now.Sub(prev) > ttl {
+	prev, seen, publish := b.arrived(session, now)
+	slack := time.Duration(0)
+	if !seen || now.Sub(prev) > short {
 		// Another process on the store may have served the session
 		// since this one last did (or this one restarted).
 		if t, ok := b.published(ctx, session); ok && (!seen || t.After(prev)) {
-			prev, seen = t, true
+			prev, seen, slack = t, true, publishEvery
 		}
 	}
-	b.publish(ctx, session, now)
+	if publish {
+		b.publish(ctx, session, now)
+	}
 	for i := 0; i < maxColdPoints; i++ {
 		v, ok, err := b.decisions.Get(ctx, coldKey(session, i))
 		if err != nil {
-			return sorted(points), false, err
+			return sorted(points), false, ttl, err
 		}
 		if !ok {
 			break
 		}
 		points = append(points, v)
 	}
-	if slices.Contains(points, at) {
-		return sorted(points), true, nil
+	if seen && now.Sub(prev) > short && life != nil {
+		ttl = max(life(), short)
 	}
-	if !seen || ttl <= 0 || now.Sub(prev) <= ttl {
-		return sorted(points), false, nil
+	if slices.Contains(points, at) {
+		return sorted(points), true, ttl, nil
+	}
+	if !seen || ttl <= 0 || now.Sub(prev) <= ttl+slack {
+		return sorted(points), false, ttl, nil
 	}
 	// Taken in order: another process may have taken the next slot for
 	// a request of its own meanwhile.
 	for i := len(points); i < maxColdPoints; i++ {
 		v, err := b.decisions.Decide(ctx, coldKey(session, i), at)
 		if err != nil {
-			return sorted(points), false, err
+			return sorted(points), false, ttl, err
 		}
 		points = append(points, v)
 		if v == at {
-			return sorted(points), true, nil
+			return sorted(points), true, ttl, nil
 		}
 	}
-	return sorted(points), false, nil
+	return sorted(points), false, ttl, nil
 }
 
 // seenKey names the record of when a session's latest request arrived,
@@ -142,18 +164,24 @@ func (b *coldBook) publish(ctx context.Context, session string, now time.Time) {
 
 // arrived records that session has a request at now, and returns when its
 // previous one came (seen is false for a session this process has not
-// seen). A clock that went back keeps the later time.
-func (b *coldBook) arrived(session string, now time.Time) (prev time.Time, seen bool) {
+// seen), and whether this process should publish the arrival. A clock
+// that went back keeps the later time.
+func (b *coldBook) arrived(session string, now time.Time) (prev time.Time, seen, publish bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	prev, seen = b.seen[session]
+	a, seen := b.seen[session]
 	if !seen && len(b.seen) >= b.max {
 		clear(b.seen) // start over: a forgotten session is taken to be warm
 	}
-	if !seen || now.After(prev) {
-		b.seen[session] = now
+	prev = a.last
+	if !seen || now.After(a.last) {
+		a.last = now
 	}
-	return prev, seen
+	if publish = !seen || now.Sub(a.published) >= publishEvery || now.Before(a.published); publish {
+		a.published = now
+	}
+	b.seen[session] = a
+	return prev, seen, publish
 }
 
 func sorted(p []int) []int {
@@ -168,9 +196,9 @@ func sorted(p []int) []int {
 // fails leaves the decision out (the request is warm), as any pass would
 // fail open.
 func (e *Engine) coldClock(ctx context.Context, c *conversation.Conversation, env *pipeline.Env, res *Result) {
-	res.CacheTTL = res.Model.CacheTTL(cachelife.Extended(c.Body))
-	at := len(c.Messages)
-	points, cold, err := e.cold.decide(ctx, res.Session, at, e.now(), res.CacheTTL)
+	life := func() time.Duration { return res.Model.CacheTTL(cachelife.Extended(c.Body)) }
+	points, cold, ttl, err := e.cold.decide(ctx, res.Session, len(c.Messages), e.now(), res.Model.CacheTTL(false), life)
+	res.CacheTTL = ttl
 	if err != nil {
 		e.log.Warn("the store did not answer for the session's cache clock; the request counts as warm", "session", res.Session, "err", err)
 	}

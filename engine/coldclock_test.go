@@ -46,7 +46,7 @@ func TestColdBook(t *testing.T) {
 		{"and the second's arrival", a, 13, 21 * time.Minute, false, []int{5, 11}},
 		{"a pause of exactly the lifetime is warm", a, 15, 26 * time.Minute, false, []int{5, 11}},
 	} {
-		points, cold, err := step.book.decide(ctx, "s1", step.at, t0.Add(step.after), ttl)
+		points, cold, _, err := step.book.decide(ctx, "s1", step.at, t0.Add(step.after), ttl, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
@@ -58,8 +58,34 @@ func TestColdBook(t *testing.T) {
 		}
 	}
 	// Another session has its own clock.
-	if points, cold, _ := a.decide(ctx, "s2", 1, t0.Add(time.Hour), ttl); cold || points != nil {
+	if points, cold, _, _ := a.decide(ctx, "s2", 1, t0.Add(time.Hour), ttl, nil); cold || points != nil {
 		t.Errorf("another session's first request: cold %v, points %v", cold, points)
+	}
+}
+
+// TestColdBookPublishes: a process publishes a session's arrival at most
+// every publishEvery, and another process that times a request by it
+// allows for the lag: a request just past the lifetime by the stale
+// publication, but not by the true previous arrival, stays warm.
+func TestColdBookPublishes(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	a := newColdBook(st, time.Hour, nil, 0)
+	b := newColdBook(st, time.Hour, nil, 0)
+	ttl := 5 * time.Minute
+	a.decide(ctx, "s", 1, t0, ttl, nil)                     // published
+	a.decide(ctx, "s", 3, t0.Add(10*time.Second), ttl, nil) // within publishEvery: not published
+	if got, _ := a.published(ctx, "s"); !got.Equal(t0) {
+		t.Errorf("published %v, want %v", got, t0)
+	}
+	// 5m5s after the publication, 4m55s after the true previous request.
+	if _, cold, _, _ := b.decide(ctx, "s", 5, t0.Add(ttl+5*time.Second), ttl, nil); cold {
+		t.Error("another process found the cache cold within the publication's lag")
+	}
+	// Well past it.
+	if _, cold, _, _ := b.decide(ctx, "s", 7, t0.Add(2*ttl+time.Minute), ttl, nil); !cold {
+		t.Error("another process found the cache warm after a long pause")
 	}
 }
 
@@ -69,10 +95,10 @@ func TestColdBookFailingStore(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	st := downStore{store.NewMemory()}
 	b := newColdBook(st, time.Hour, func() time.Time { return t0 }, 0)
-	if _, cold, err := b.decide(context.Background(), "s", 1, t0, time.Minute); cold || err == nil {
+	if _, cold, _, err := b.decide(context.Background(), "s", 1, t0, time.Minute, nil); cold || err == nil {
 		t.Errorf("first request: cold %v, err %v; want warm and an error", cold, err)
 	}
-	if _, cold, err := b.decide(context.Background(), "s", 3, t0.Add(time.Hour), time.Minute); cold || err == nil {
+	if _, cold, _, err := b.decide(context.Background(), "s", 3, t0.Add(time.Hour), time.Minute, nil); cold || err == nil {
 		t.Errorf("after a pause: cold %v, err %v; want warm and an error", cold, err)
 	}
 }
@@ -119,15 +145,17 @@ func TestCacheTTLOfRequest(t *testing.T) {
 				now = t0.Add(after)
 				return e.RewriteBody(context.Background(), tc.proto, nil, []byte(tc.body(n)))
 			}
-			if r := send(1, 0); r.CacheTTL != tc.ttl || r.Cold {
-				t.Fatalf("first request: ttl %v cold %v, want %v and warm", r.CacheTTL, r.Cold, tc.ttl)
+			// Timed with the model's lifetime while that says warm (what
+			// the request asked for is read only when it matters).
+			if r := send(1, 0); r.CacheTTL != 5*time.Minute || r.Cold {
+				t.Fatalf("first request: ttl %v cold %v, want 5m and warm", r.CacheTTL, r.Cold)
 			}
 			// Just within the lifetime: warm; just past it: cold.
-			if r := send(2, tc.ttl); r.Cold {
-				t.Errorf("a request %v after the one before found the cache cold", tc.ttl)
+			if r := send(2, tc.ttl); r.Cold || r.CacheTTL != tc.ttl {
+				t.Errorf("a request %v after the one before: cold %v, ttl %v; want warm, %v", tc.ttl, r.Cold, r.CacheTTL, tc.ttl)
 			}
-			if r := send(3, 2*tc.ttl+time.Second); !r.Cold {
-				t.Errorf("a request %v after the one before found the cache warm", tc.ttl+time.Second)
+			if r := send(3, 2*tc.ttl+time.Second); !r.Cold || r.CacheTTL != tc.ttl {
+				t.Errorf("a request %v after the one before: cold %v, ttl %v; want cold, %v", tc.ttl+time.Second, r.Cold, r.CacheTTL, tc.ttl)
 			}
 		})
 	}

@@ -131,9 +131,12 @@ type Exchange struct {
 	// sends. The engine decides it once per request and stores it.
 	Cold bool `json:"cold,omitempty"`
 	// CacheTTL is how long the provider keeps the request's cached
-	// prompt: its model's lifetime, or the longer one the request asked
-	// for (Anthropic's cache_control "ttl":"1h", OpenAI's
-	// prompt_cache_retention "24h"). 0 when the request was not parsed.
+	// prompt, as the request was timed: its model's lifetime, or the
+	// longer one the request asked for (Anthropic's cache_control
+	// "ttl":"1h", OpenAI's prompt_cache_retention "24h"), which is read
+	// only when the session's previous request came longer ago than the
+	// model's lifetime (before, the request is warm either way). 0 when
+	// the request was not parsed.
 	CacheTTL time.Duration `json:"cache_ttl,omitempty"`
 	// Compaction is the store key of the compaction this request carries
 	// for the first time, or "".

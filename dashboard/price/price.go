@@ -205,6 +205,12 @@ func Default() Table {
 		// price by the longest-prefix rule of Lookup.
 		"gemini-3-pro": {Input: 2, CacheWrite: 2, CacheRead: 0.20, Output: 12,
 			Long: &LongPrice{Above: 200_000, Input: 4, CacheWrite: 4, CacheRead: 0.40}},
+		// Gemini 3.1 Pro preview (the Gemini CLI's Pro model): $2 / $4
+		// over 200,000 prompt tokens, output $12 (inference.sh's
+		// OpenRouter listing, updated 2026-10-11; third party); cached
+		// input a tenth, as implicit caching bills it.
+		"gemini-3.1-pro": {Input: 2, CacheWrite: 2, CacheRead: 0.20, Output: 12,
+			Long: &LongPrice{Above: 200_000, Input: 4, CacheWrite: 4, CacheRead: 0.40}},
 		"gemini-2.5-pro": {Input: 1.25, CacheWrite: 1.25, CacheRead: 0.125, Output: 10,
 			Long: &LongPrice{Above: 200_000, Input: 2.50, CacheWrite: 2.50, CacheRead: 0.25}},
 		"gemini-2.5-flash":      {Input: 0.30, CacheWrite: 0.30, CacheRead: 0.03, Output: 2.50},

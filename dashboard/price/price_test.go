@@ -86,6 +86,8 @@ func TestLookup(t *testing.T) {
 		{"models/gemini-2.5-flash-preview-09-2025", "gemini-2.5-flash", Price{Input: 0.30, CacheWrite: 0.30, CacheRead: 0.03, Output: 2.50}},
 		{"gemini-3-pro-preview", "gemini-3-pro", Price{Input: 2, CacheWrite: 2, CacheRead: 0.20, Output: 12,
 			Long: &LongPrice{Above: 200_000, Input: 4, CacheWrite: 4, CacheRead: 0.40}}},
+		{"gemini-3.1-pro-preview", "gemini-3.1-pro", Price{Input: 2, CacheWrite: 2, CacheRead: 0.20, Output: 12,
+			Long: &LongPrice{Above: 200_000, Input: 4, CacheWrite: 4, CacheRead: 0.40}}},
 	} {
 		got, match, ok := tab.Lookup(tc.id)
 		if !ok || match != tc.match {

@@ -51,7 +51,7 @@ func TestPlanCold(t *testing.T) {
 // session's own pace says one is likely soon enough to pay for the reads
 // the wait costs, within max_wait, and never when urgent.
 func TestWaits(t *testing.T) {
-	lim := limits{cold: []int{}, maxWait: 10, urgent: 50_000, write: 1250, read: 100}
+	lim := limits{cold: []int{}, maxWait: 10, urgent: 50_000, write: 1250, read: 100, payback: 10}
 	// Freeing 10,000 tokens costs 1,000 (read units) a request waited;
 	// the event rewrites 20,000 tokens: 23,000,000 now (1150 a token).
 	e := event{freed: 10_000, before: 30_000}
@@ -70,6 +70,7 @@ func TestWaits(t *testing.T) {
 		{"urgent", nil, event{freed: 10_000, before: 50_000}, 0, 100, 20, false},
 		{"the clock off", func(l limits) limits { l.cold = nil; return l }, e, 0, 100, 20, false},
 		{"max_wait 0", func(l limits) limits { l.maxWait = 0; return l }, e, 0, 100, 20, false},
+		{"the payback rule off", func(l limits) limits { l.payback = 0; return l }, e, 0, 100, 20, false},
 		{"a small event waits for less", nil, event{freed: 100_000, before: 30_000}, 0, 100, 20, false},
 	} {
 		l := lim
@@ -87,11 +88,9 @@ func TestWaits(t *testing.T) {
 // comes within max_wait, it happens anyway.
 func TestPlanWaitsForCold(t *testing.T) {
 	msgs := session(30, 0, 1000) // requests at 1, 3, 5, ... 61
-	// Cold at every early request: a session with long pauses.
-	early := []int{1, 3, 5, 7, 9, 11}
 	// The newest 6,000 tokens stay: an event rewrites more than it frees.
 	lim := limits{trigger: 10_000, keepTokens: 6000, keepUses: 2, clearAtLeast: 3000, coldAtLeast: 1000,
-		maxWait: 3, urgent: 1_000_000, write: 1250, read: 100}
+		maxWait: 3, urgent: 1_000_000, write: 1250, read: 100, payback: 10}
 	first := func(cold []int) event {
 		t.Helper()
 		l := lim
@@ -103,6 +102,13 @@ func TestPlanWaitsForCold(t *testing.T) {
 		return pl.events[0]
 	}
 	due := first(nil).at // where the event is due without the clock
+	// Cold at every request below the trigger (1,010 + 1,020 a round
+	// crosses 10,000 at the ninth round, request 19): a session with
+	// long pauses.
+	var early []int
+	for at := 1; at < 19; at += 2 {
+		early = append(early, at)
+	}
 	if got := first([]int{due + 4}); got.at != due {
 		t.Errorf("a session that never paused: first event %+v, want it where it is due, at %d", got, due)
 	}

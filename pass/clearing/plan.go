@@ -60,14 +60,17 @@ func (lim *limits) isCold(at int) bool {
 // waits reports whether an event e that is due at a warm request, having
 // waited `waited` requests already, waits one more for a cold request, in
 // a session that has made `requests` requests so far, `cold` of them cold.
-// It waits while it is not urgent (e.before below urgent), within maxWait,
+// It waits while the cache's cost decides events (lim.payback), while it
+// is not urgent (e.before below urgent), within maxWait,
 // and while the wait pays in expectation: the chance that the next request
 // is cold (the session's own rate so far, from a prior of one in
 // coldPrior) times what the event costs now (its rewritten tokens written
 // instead of read) exceeds what one more request pays for the tokens it
 // would have freed (read at the cache-read price).
 func (lim *limits) waits(e event, rewritten, waited, requests, cold int) bool {
-	if lim.cold == nil || lim.maxWait <= 0 || waited >= lim.maxWait || e.before >= lim.urgent {
+	if lim.cold == nil || lim.payback <= 0 || lim.maxWait <= 0 || waited >= lim.maxWait || e.before >= lim.urgent {
+		// With the payback rule off, what an event costs the cache does
+		// not decide when it happens.
 		return false
 	}
 	w, r := int64(lim.write), int64(lim.read)
@@ -215,34 +218,10 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 		// on, which the event must repay: it clears those the rule lets
 		// go from the oldest one it can afford on, and keeps the older
 		// ones.
-		var rewrote int // the rewritten tokens of the event try returns
-		try := func(keep []int) (event, bool) {
-			keepSaved := p.saved(keep, 0, n)
-			after := p.size(at, c, t) + keepSaved
-			// The first change is at the old clear boundary (or, when
-			// only thinking goes, at the old thinking boundary), or at
-			// the first read kept before and cleared now; before it the
-			// request is unchanged and stays cached.
-			from := pl.clearTo
-			if c == pl.clearTo {
-				from = pl.thinkTo
-			}
-			if i, ok := firstMissing(kept, keep); ok {
-				from = min(from, p.reads[i].msg)
-			}
-			rewritten := after - p.size(from, min(pl.clearTo, from), min(pl.thinkTo, from)) - p.saved(kept, 0, from)
-			freed := cur - after
-			e := event{at: at, clearTo: c, thinkTo: t, freed: freed, before: cur, after: after, cold: cold}
-			rewrote = rewritten
-			if cold {
-				// No cache to lose: no payback to make.
-				return e, freed >= lim.coldAtLeast && freed > 0
-			}
-			return e, freed >= lim.clearAtLeast && freed > 0 && paysBack(freed, rewritten, len(asst), lim)
-		}
+		try := attempt{p: p, lim: &lim, pl: &pl, at: at, c: c, t: t, cur: cur, n: n, requests: len(asst), cold: cold, kept: kept}
 		held = p.hold(held[:0], nr, c, pl.clearTo, kept, lim.readTokens, later)
 		keep := held
-		e, ok := try(keep)
+		e, rewrote, ok := try.event(keep)
 		if !ok {
 			// Keep the oldest reads the rule lets go, one more at a
 			// time, until the event repays or keeps them all.
@@ -250,22 +229,19 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 			for k := 1; !ok && k <= lets; k++ {
 				scratch = restore(scratch[:0], held, kept, k)
 				keep = scratch
-				e, ok = try(keep)
+				e, rewrote, ok = try.event(keep)
 			}
 		}
 		wait := ok && !cold && lim.waits(e, rewrote, waited, len(asst), colds)
 		if cold {
 			colds++
 		}
-		switch {
-		case wait:
+		if wait {
 			waited++
 			continue
-		case !ok:
-			waited = 0
 		}
+		waited = 0
 		if ok {
-			waited = 0
 			keep = slices.Clone(keep) // held and scratch are reused
 			pl.events = append(pl.events, e)
 			pl.kept = append(pl.kept, keep)
@@ -274,6 +250,47 @@ func (p *planner) run(msgs []msgCost, lim limits) plan {
 		}
 	}
 	return pl
+}
+
+// attempt is a candidate event of run's at request at, moving the
+// boundaries of plan pl to (c, t): the request is cur tokens, the session
+// has made `requests` requests, kept are the reads the latest event kept.
+type attempt struct {
+	p                *planner
+	lim              *limits
+	pl               *plan
+	at, c, t, cur, n int
+	requests         int
+	cold             bool
+	kept             []int
+}
+
+// event returns the event that keeps the reads of keep, the tokens it
+// makes the API write again, and whether the rules let it happen: it
+// frees at least clear_at_least and repays its cache write (paysBack), or,
+// at a cold request, frees at least the cold floor.
+func (a *attempt) event(keep []int) (e event, rewritten int, ok bool) {
+	p, pl := a.p, a.pl
+	after := p.size(a.at, a.c, a.t) + p.saved(keep, 0, a.n)
+	// The first change is at the old clear boundary (or, when only
+	// thinking goes, at the old thinking boundary), or at the first read
+	// kept before and cleared now; before it the request is unchanged and
+	// stays cached.
+	from := pl.clearTo
+	if a.c == pl.clearTo {
+		from = pl.thinkTo
+	}
+	if i, ok := firstMissing(a.kept, keep); ok {
+		from = min(from, p.reads[i].msg)
+	}
+	rewritten = after - p.size(from, min(pl.clearTo, from), min(pl.thinkTo, from)) - p.saved(a.kept, 0, from)
+	freed := a.cur - after
+	e = event{at: a.at, clearTo: a.c, thinkTo: a.t, freed: freed, before: a.cur, after: after, cold: a.cold}
+	if a.cold {
+		// No cache to lose: no payback to make.
+		return e, rewritten, freed >= a.lim.coldAtLeast && freed > 0
+	}
+	return e, rewritten, freed >= a.lim.clearAtLeast && freed > 0 && paysBack(freed, rewritten, a.requests, *a.lim)
 }
 
 // hold appends to out the reads an event keeps (indexes into p.reads,
