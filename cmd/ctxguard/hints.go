@@ -42,14 +42,15 @@ func clientHints(cfg config.Config) string {
 		return strings.Join(words, " ")
 	}
 	sdk := launch.Point(launch.Other, nil, nil, base, "")
-	run := "ctxguard run claude (or codex, opencode, -- any command)"
+	run := "ctxguard run claude (or codex, opencode, gemini, -- any command)"
 	if cfg.PublicURL == "" && cfg.Listen != config.Defaults().Listen {
-		run = "ctxguard run --listen " + cfg.Listen + " claude (or codex, opencode, -- any command)"
+		run = "ctxguard run --listen " + cfg.Listen + " claude (or codex, opencode, gemini, -- any command)"
 	}
 	rows := [][2]string{
 		{"Claude Code", line(launch.Claude, "claude")},
 		{"Codex CLI", line(launch.Codex, "codex")},
 		{"opencode", line(launch.Opencode, "opencode")},
+		{"Gemini CLI", line(launch.Gemini, "gemini")},
 		{"the SDKs", "export " + strings.Join(sdk.Vars, " ")},
 		{"or, any of them", run},
 	}

@@ -32,8 +32,9 @@ func TestClientHints(t *testing.T) {
   Claude Code      ANTHROPIC_BASE_URL=http://127.0.0.1:40571 claude
   Codex CLI        codex -c 'openai_base_url="http://127.0.0.1:40571/v1"'
   opencode         ANTHROPIC_BASE_URL=http://127.0.0.1:40571/v1 OPENAI_BASE_URL=http://127.0.0.1:40571/v1 opencode
+  Gemini CLI       GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:40571 gemini
   the SDKs         export ANTHROPIC_BASE_URL=http://127.0.0.1:40571 OPENAI_BASE_URL=http://127.0.0.1:40571/v1
-  or, any of them  ctxguard run --listen 127.0.0.1:40571 claude (or codex, opencode, -- any command)
+  or, any of them  ctxguard run --listen 127.0.0.1:40571 claude (or codex, opencode, gemini, -- any command)
 Dashboard: http://127.0.0.1:40571/ctxguard/
 `
 	if d := cmp.Diff(want, clientHints(cfg)); d != "" {
@@ -46,7 +47,7 @@ Dashboard: http://127.0.0.1:40571/ctxguard/
 		want, not []string
 	}{
 		{"the default address", func(c *config.Config) { c.Listen = config.Defaults().Listen },
-			[]string{"  or, any of them  ctxguard run claude (or codex, opencode, -- any command)\n"}, []string{"--listen"}},
+			[]string{"  or, any of them  ctxguard run claude (or codex, opencode, gemini, -- any command)\n"}, []string{"--listen"}},
 		{"every interface", func(c *config.Config) { c.Listen = "0.0.0.0:8787"; c.AuthToken = "0123456789abcdef-secret" },
 			[]string{"ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude", "X-Ctxguard-Token: <token>"}, []string{"secret"}},
 		{"public URL", func(c *config.Config) { c.PublicURL = "https://ctxguard.team.example" },

@@ -39,7 +39,7 @@ const usage = `usage: ctxguard <command> [flags]
 
 commands:
   serve    run the proxy (default 127.0.0.1:8787 -> https://api.anthropic.com)
-  run      run a client through ctxguard: ctxguard run [flags] -- claude|codex|opencode|CMD [ARGS...]
+  run      run a client through ctxguard: ctxguard run [flags] -- claude|codex|opencode|gemini|CMD [ARGS...]
   config   print the effective configuration as YAML
   replay   what-if report: replay session transcripts through the pipeline
   bench    measure ctxguard's overhead (loopback load test); --json, --benchfmt

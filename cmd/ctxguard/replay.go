@@ -53,7 +53,7 @@ func runReplay(args []string, stdout, stderr io.Writer, tty bool) error {
 	window := fs.String("window", "", "set every model's context window to N tokens (64k, 200000, 1m) and report requests above the overflow line (window − max output)")
 	maxOut := fs.String("max-output", "", "with --window: every model's maximum output, at most N tokens (default: a eighth of the window)")
 	cacheTTL := fs.String("cache-ttl", "provider", "how long the prompt cache keeps a prefix after its last use, against the transcripts' times: provider (each provider's lifetime, or the longer one a request asks for), never (the time-blind cost of earlier versions), or a duration such as 5m")
-	protoName := fs.String("protocol", "", "write Claude Code and SWE-agent sessions as requests of this API: anthropic (default), responses, chat or gemini (Codex rollouts can only be Responses requests, Gemini CLI sessions only Gemini requests)")
+	protoName := fs.String("protocol", "", "write Claude Code and SWE-agent sessions as requests of this API: anthropic (default), responses, chat or gemini (Codex rollouts can be Responses or Gemini requests, Gemini CLI sessions only Gemini requests)")
 	// Flags may come before and after the paths.
 	var paths []string
 	for rest := args; ; {

@@ -418,6 +418,41 @@ func TestSharedDataCodex(t *testing.T) {
 	checkOff(t, ss)
 }
 
+// The Codex rollouts written as Gemini requests (replay --protocol
+// gemini; in a clone without the shared data, the repository's one): the
+// Gemini adapter rewrites them, no request is invalid, quotes are kept,
+// tokens are saved and the cost never exceeds going direct.
+func TestSharedDataCodexGemini(t *testing.T) {
+	dir, _ := shareddata.Sessions(t, "codex")
+	if testing.Short() {
+		t.Skip("short")
+	}
+	ss, err := transcript.Load([]string{dir}, transcript.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := GuardPipeline(config.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Protocols = As(gemini.Protocol)
+	rep, err := Run(ss, RunOptions{Pipeline: p, Build: transcript.BuildOptions{Protocol: transcript.ProtoGemini}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSums(t, rep)
+	tt := rep.Total
+	t.Logf("tokens %.3f cost %.3f events %d invalid %d of %d quotes %+v", tt.TokenRatio, tt.CostRatio, tt.Events, tt.Invalid, tt.Requests, tt.Quotes)
+	for _, s := range rep.Sessions {
+		if s.Error != "" || s.Protocol != "gemini" || s.Invalid != 0 {
+			t.Errorf("%s: protocol %q, %d invalid, error %s", s.ID, s.Protocol, s.Invalid, s.Error)
+		}
+	}
+	if tt.Requests < 50 || tt.TokenRatio >= 1 || tt.CostRatio > 1 || tt.Quotes.Lost != 0 {
+		t.Errorf("%d requests, tokens %v, cost %v, %d quotes lost", tt.Requests, tt.TokenRatio, tt.CostRatio, tt.Quotes.Lost)
+	}
+}
+
 // replayDefaults replays sessions through the default pipeline and checks
 // the report's arithmetic.
 func replayDefaults(t *testing.T, ss []*transcript.Session) *Report {

@@ -109,6 +109,9 @@ func (r *Report) WriteText(w io.Writer, opt TextOptions) error {
 			t.CostRatio, strings.Join(models, "; "), t.BPCostRatio)
 	default:
 		life := "each request's provider's lifetime: Anthropic 5 min (1 h with \"ttl\":\"1h\", writes 2x), OpenAI 5 min (24 h with prompt_cache_retention \"24h\")"
+		if protos["gemini"] {
+			life += ", Gemini 5 min (implicit caching)"
+		}
 		if r.CacheTTL != "provider" {
 			life = "every prefix lives " + r.CacheTTL + " after its last use"
 		}

@@ -23,9 +23,9 @@ type BuildOptions struct {
 	// (Claude Code's requests), ProtoResponses or ProtoChat (see
 	// oaiRenderer), ProtoGemini (see geminiRenderer); "" is a session's
 	// native one: Responses for Codex rollouts, Gemini for Gemini CLI
-	// sessions, Anthropic for the rest. Codex rollouts can only be
-	// written as Responses requests, Gemini CLI sessions only as Gemini
-	// requests.
+	// sessions, Anthropic for the rest. Codex rollouts can be written as
+	// Responses or Gemini requests (see codexGemini), Gemini CLI sessions
+	// only as Gemini requests.
 	Protocol string
 }
 
@@ -82,6 +82,7 @@ type Builder struct {
 	cache    [][]byte
 	cacheR   [][]byte          // the first message of a history, with the reminder
 	cx       *codexBuilder     // a Codex session's requests, nil otherwise
+	cxg      *codexGemini      // a Codex session's requests as Gemini's, nil otherwise
 	gcli     *geminiCLIBuilder // a Gemini CLI session's requests, nil otherwise
 	oai      *oaiRenderer      // an OpenAI rendering of the session, nil otherwise
 	gem      *geminiRenderer   // a Gemini rendering of the session, nil otherwise
@@ -99,10 +100,14 @@ func NewBuilder(s *Session, opt BuildOptions) (*Builder, error) {
 	}
 	b := &Builder{s: s, p: p, model: opt.Model}
 	if s.Codex != nil {
-		if opt.Protocol != "" && opt.Protocol != ProtoResponses {
+		switch opt.Protocol {
+		case "", ProtoResponses:
+			b.cx = newCodexBuilder(s, &b.p, opt.Model)
+		case ProtoGemini:
+			b.cxg = newCodexGemini(s, &b.p, opt.Model)
+		default:
 			return nil, fmt.Errorf("transcript: a Codex session cannot be written as %s requests", opt.Protocol)
 		}
-		b.cx = newCodexBuilder(s, &b.p, opt.Model)
 		return b, nil
 	}
 	if s.Gemini != nil {
@@ -157,6 +162,9 @@ func (b *Builder) Len() int {
 	if b.cx != nil {
 		return len(b.cx.cx.Turns)
 	}
+	if b.cxg != nil {
+		return len(b.cxg.cx.Turns)
+	}
 	if b.gcli != nil {
 		return len(b.gcli.gs.Turns)
 	}
@@ -173,6 +181,9 @@ func (b *Builder) Request(k int) (*Request, error) {
 	}
 	if b.cx != nil {
 		return b.cx.request(k), nil
+	}
+	if b.cxg != nil {
+		return b.cxg.request(k), nil
 	}
 	if b.gcli != nil {
 		return b.gcli.request(k), nil

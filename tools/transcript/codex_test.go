@@ -324,3 +324,47 @@ func FuzzParseCodex(f *testing.F) {
 		checkCodexRequests(t, s)
 	})
 }
+
+// Codex rollouts written as Gemini requests: valid (every call answered
+// by id in the next content, the first call of each model content
+// signed), each request extending the one before, and a call's
+// arguments, a custom tool's input and the outputs carried over.
+func TestCodexAsGemini(t *testing.T) {
+	files, _ := filepath.Glob("testdata/codex/*.jsonl")
+	for _, f := range files {
+		ss, err := LoadFile(f, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRendered(t, ss[0], ProtoGemini)
+	}
+	s := ParseCodex(jsonl(
+		`{"type":"session_meta","payload":{"id":"T","base_instructions":{"text":"BASE"}}}`,
+		`{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"fix it"}]}}`,
+		`{"type":"response_item","payload":{"type":"reasoning","summary":[],"encrypted_content":"gAAA"}}`,
+		`{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{\"command\":[\"ls\"]}","call_id":"c1"}}`,
+		`{"type":"response_item","payload":{"type":"custom_tool_call","name":"apply_patch","input":"*** Begin Patch","call_id":"c2"}}`,
+		`{"type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"a.go"}}`,
+		`{"type":"response_item","payload":{"type":"custom_tool_call_output","call_id":"c2","output":[{"type":"input_text","text":"ok"}]}}`,
+		`{"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"done"}]}}`,
+	), "rollout-x.jsonl")
+	p := DefaultProfile()
+	p.ResponsesTools = json.RawMessage(`[{"type":"function","name":"shell","description":"run","parameters":{"type":"object"}},{"type":"custom","name":"apply_patch","description":"patch"},{"type":"web_search"}]`)
+	b, err := NewBuilder(s, BuildOptions{Profile: &p, Protocol: ProtoGemini})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := b.Request(b.Len() - 1)
+	want := `{"contents":[{"parts":[{"text":"fix it"}],"role":"user"},` +
+		`{"parts":[{"functionCall":{"id":"c1","args":{"command":["ls"]},"name":"shell"},"thoughtSignature":"skip_thought_signature_validator"},{"functionCall":{"id":"c2","args":{"input":"*** Begin Patch"},"name":"apply_patch"}}],"role":"model"},` +
+		`{"parts":[{"functionResponse":{"name":"shell","response":{"output":"a.go"},"id":"c1"}},{"functionResponse":{"name":"apply_patch","response":{"output":"ok"},"id":"c2"}}],"role":"user"}],` +
+		`"systemInstruction":{"parts":[{"text":"BASE"}],"role":"user"},` +
+		`"tools":[{"functionDeclarations":[{"name":"shell","description":"run","parametersJsonSchema":{"type":"object"}},{"name":"apply_patch","description":"patch","parametersJsonSchema":{"type":"object","properties":{"input":{"type":"string"}},"required":["input"]}}]}],` +
+		`"generationConfig":{"temperature":1,"topP":0.95,"topK":64,"thinkingConfig":{"includeThoughts":true,"thinkingLevel":"HIGH"}}}`
+	if d := cmp.Diff(want, string(r.Body)); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	if r.Model != p.GeminiModel || r.Path != "/v1beta/models/"+p.GeminiModel+":streamGenerateContent" {
+		t.Errorf("model %q, path %q", r.Model, r.Path)
+	}
+}

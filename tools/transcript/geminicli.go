@@ -45,7 +45,11 @@ import (
 //   - the tool results are the user message the CLI records after the
 //     calls (functionResponse parts); a gemini message with results and no
 //     such message after it (older recordings) gets one made from
-//     toolCalls[].result;
+//     toolCalls[].result. In --acp mode the CLI records the calls in a
+//     gemini record of their own, no answer (see message): a model content
+//     then takes the calls its results answer from there. A result given
+//     twice for one call (a history the CLI resumed) is kept once
+//     (Repairs.DuplicateResult);
 //   - call ids lose the "<tool name>__" prefix the CLI stores them with,
 //     as the CLI strips it before sending (a functionResponse so stripped
 //     is written {"name","response","id"}, as the CLI rebuilds it);
@@ -131,6 +135,13 @@ func IsGeminiCLI(path string, data []byte) bool {
 		jsonscan.KindOf(first, member(first, "projectHash")) == jsonscan.String
 }
 
+// maxGeminiMessages caps GeminiSession.Messages. A rewritten history is
+// stored again whole, so a file that rewrites a long history over and over
+// could grow it with the square of its length; once it holds that many
+// (and at most one history more), the records left are counted in
+// Stats.Ignored. Real sessions stay far below it.
+const maxGeminiMessages = 1 << 20
+
 type geminiParser struct {
 	s          *Session
 	gs         *GeminiSession
@@ -188,6 +199,10 @@ func (p *geminiParser) legacy(data []byte) {
 	}
 	it := jsonscan.Elements(data, msgs)
 	for v, ok := it.NextElement(); ok; v, ok = it.NextElement() {
+		if len(p.gs.Messages) >= maxGeminiMessages {
+			st.Ignored++
+			continue
+		}
 		if mb := v.Bytes(data); jsonscan.KindOf(data, v) == jsonscan.Object && jsonscan.KindOf(mb, member(mb, "id")) == jsonscan.String {
 			p.message(mb, true)
 		} else {
@@ -198,6 +213,10 @@ func (p *geminiParser) legacy(data []byte) {
 
 func (p *geminiParser) record(line []byte) {
 	st := &p.s.Stats
+	if len(p.gs.Messages) >= maxGeminiMessages {
+		st.Ignored++ // see maxGeminiMessages
+		return
+	}
 	root, err := jsonscan.Root(line)
 	if err != nil || jsonscan.KindOf(line, root) != jsonscan.Object {
 		st.Malformed++
@@ -407,8 +426,14 @@ func (p *geminiParser) rewind(id string) {
 	if i < 0 {
 		i = p.start // the CLI clears the history when the id is unknown
 	}
-	if i < len(p.gs.Messages) {
+	switch {
+	case i >= len(p.gs.Messages):
+	case p.sent(i):
 		p.fork(i - p.start)
+	default:
+		// No request holds what goes: drop it where it is.
+		p.gs.Messages = p.gs.Messages[:i]
+		p.dirty = true
 	}
 }
 

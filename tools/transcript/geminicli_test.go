@@ -303,6 +303,29 @@ func TestParseGeminiCLICases(t *testing.T) {
 	}
 }
 
+// A file that re-writes an early message after every answer makes each
+// history a copy of the last: the copies stop at maxGeminiMessages, the
+// records left counted as ignored, and what was read still builds.
+func TestGeminiCLIBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(gmeta + "\n" + guser("u0", "hi") + "\n")
+	n := 0
+	for ; n < 2000; n++ {
+		fmt.Fprintf(&b, "%s\n%s\n", ggem(fmt.Sprintf("g%d", n), `"a"`, ""), guser("u0", fmt.Sprintf("hi %d", n)))
+	}
+	s := ParseGeminiCLI([]byte(b.String()), "session-x.jsonl")
+	if got := len(s.Gemini.Messages); got > maxGeminiMessages+n || s.Stats.Ignored == 0 {
+		t.Fatalf("%d messages kept, %d records ignored: want at most %d (the cap and one history) kept and the rest ignored", got, s.Stats.Ignored, maxGeminiMessages+n)
+	}
+	if s.Requests() < 1000 || s.Requests() >= n {
+		t.Errorf("%d requests read of %d", s.Requests(), n)
+	}
+	bl, _ := NewBuilder(s, BuildOptions{})
+	if r, err := bl.Request(bl.Len() - 1); err != nil || !json.Valid(r.Body) {
+		t.Errorf("last request: %v", err)
+	}
+}
+
 func TestIsGeminiCLI(t *testing.T) {
 	dir := t.TempDir()
 	legacy := filepath.Join(dir, "session-old.json")

@@ -352,8 +352,9 @@ func (r *oaiRenderer) toolResult(b Block) []byte {
 	return append(item, '}')
 }
 
-// joinedText joins the text parts of an array tool result with
-// newlines, an image standing as "[image]".
+// joinedText joins the text parts of an array tool result (Anthropic's
+// text, or a Responses output's input_text) with newlines, an image
+// standing as "[image]".
 func joinedText(raw []byte, arr jsonscan.Span) string {
 	s := ""
 	it := jsonscan.Elements(raw, arr)
@@ -362,9 +363,9 @@ func joinedText(raw []byte, arr jsonscan.Span) string {
 		pb := v.Bytes(raw)
 		var t string
 		switch str(pb, member(pb, "type")) {
-		case "text":
+		case "text", "input_text":
 			t = str(pb, member(pb, "text"))
-		case "image":
+		case "image", "input_image":
 			t = "[image]"
 		default:
 			continue

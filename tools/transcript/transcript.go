@@ -101,8 +101,11 @@
 // deterministic: the same session and profile give the same bytes.
 //
 // BuildOptions.Protocol writes the same sessions as OpenAI Responses or
-// Chat Completions requests instead (render.go); Codex rollouts are
-// rebuilt as Codex CLI 0.169.0's Responses requests (codexbuild.go).
+// Chat Completions requests (render.go) or Gemini generateContent
+// requests as the Gemini CLI sends them (gemini.go) instead; Codex
+// rollouts are rebuilt as Codex CLI 0.169.0's Responses requests
+// (codexbuild.go), Gemini CLI sessions as Gemini CLI 0.61.0's requests
+// (gemini.go, geminicli.go).
 package transcript
 
 import (
