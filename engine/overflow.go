@@ -52,7 +52,9 @@ func (e *Engine) recoverer(s *compiled, proto protocol.Protocol, h http.Header, 
 		retry := proxy.Retry{Body: r.Body, Sent: func() {
 			rec.TokensAfter, rec.TokensAdded, rec.Passes, rec.Notes, rec.Stubs = r.TokensAfter, r.TokensAdded, r.Passes, r.Notes, r.Stubs
 			e.calibrate(rec)
-			rec.Event = rec.Event || r.Event
+			if r.Event {
+				rec.Event, rec.Cause = true, r.Cause
+			}
 			if rec.Bodies != nil {
 				rec.Bodies.After = bytes.Clone(r.Body)
 			}

@@ -108,6 +108,10 @@ func TestMiddlewareRecovers(t *testing.T) {
 			if (tc.outcome == record.RecoveryFailed) != (x.Reason != "") {
 				t.Errorf("outcome %s with reason %q", x.Outcome, x.Reason)
 			}
+			// The retry's edit is the recovery's.
+			if tc.outcome == record.Recovered && (!x.Event || x.Cause != record.CauseRecovery) {
+				t.Errorf("a recovered exchange's record: event %v, cause %q; want an event, %q", x.Event, x.Cause, record.CauseRecovery)
+			}
 		})
 	}
 }
