@@ -94,7 +94,7 @@ func holdingUpstream(t testing.TB) (url string, cleanup func()) {
 	}
 }
 
-// waitFor polls cond for up to 5 seconds.
+// waitFor polls cond for up to 30 seconds.
 func waitFor(cond func() bool) bool {
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if cond() {
