@@ -31,15 +31,14 @@
 // cache-write price, cache reads at the cache-read price); a request
 // without usage costs nothing here. The tokens saved are priced on the
 // cache's clock: at the cache-read rate when the request arrived within
-// its model's cache lifetime (model.Info.CacheTTL) of its session's
-// previous request, since most of what ctxguard removes is old history
-// that the prompt cache would have served; at the cache-write rate when
-// it arrived later (Point.Cold), since the cache had expired and the
-// client's prompt would have been written again in full. Arrival times
-// are the records' Start, from the proxy's clock. A request after a
-// long gap whose usage still shows cache reads found the cache warm (the
-// client asked for a longer lifetime, or the provider kept it longer),
-// and is priced as warm. This stays a lower bound of the money saved
+// its cache lifetime of its session's previous request, since most of
+// what ctxguard removes is old history that the prompt cache would have
+// served; at the cache-write rate when it arrived later (Point.Cold),
+// since the cache had expired and the client's prompt would have been
+// written again in full. Which it was is the engine's decision on
+// arrival (record.Exchange.Cold), made once for every observer. A
+// request found cold whose usage still shows cache reads found the cache
+// warm (the provider kept it longer), and is priced as warm. This stays a lower bound of the money saved
 // (edit events, which cost cache writes, are shown but not subtracted).
 // What was added on purpose is priced the same way, apart. Output
 // tokens are not counted: they do not change.
@@ -311,8 +310,7 @@ type session struct {
 	model, modelID    string
 	window, maxOutput int
 	first, last       time.Time
-	arrived           time.Time // Start of the last request, for the cache's clock
-	seen              uint64    // Dashboard.tick at the last request
+	seen              uint64 // Dashboard.tick at the last request
 	points            ring[Point]
 	totals            Totals
 	lastOutcome       record.Outcome
@@ -357,11 +355,8 @@ func (d *Dashboard) Observe(x *record.Exchange) {
 	if listed(x) {
 		s = d.sessionLocked(x.Session, now)
 	}
-	p := d.point(x, d.cold(s, x))
+	p := d.point(x, cold(x))
 	if s != nil {
-		if x.Start.After(s.arrived) {
-			s.arrived = x.Start
-		}
 		p.N = int(s.points.n) + 1
 		s.points.push(p)
 		s.totals.add(&p)
@@ -439,29 +434,12 @@ func (d *Dashboard) rollDay(now time.Time) {
 	}
 }
 
-// cold reports whether x arrived after the prompt cache of its session s
-// (nil: listed in none, never cold) expired, and its usage shows no cache
-// reads (the package doc, Money). The engine decides it when the request
-// arrives, with the lifetime the request asked for (record.Exchange.Cold
-// and CacheTTL); for a record without that decision (one the engine did
-// not time: not parsed, or written by an earlier version) the dashboard
-// times it itself: later than its model's cache lifetime after the
-// session's previous request. d.mu is held.
-func (d *Dashboard) cold(s *session, x *record.Exchange) bool {
-	if x.Usage != nil && x.Usage.CacheRead > 0 {
-		return false
-	}
-	if x.CacheTTL > 0 {
-		return x.Cold
-	}
-	if s == nil || s.arrived.IsZero() || x.Start.IsZero() {
-		return false
-	}
-	info := model.Lookup(modelKey(x))
-	if d.o.Model != nil {
-		info = d.o.Model(modelKey(x))
-	}
-	return x.Start.Sub(s.arrived) > info.CacheTTL(false)
+// cold reports whether x found its session's prompt cache expired: the
+// engine's decision when the request arrived (record.Exchange.Cold, timed
+// with the lifetime the request asked for), unless its usage shows cache
+// reads (the package doc, Money).
+func cold(x *record.Exchange) bool {
+	return x.Cold && (x.Usage == nil || x.Usage.CacheRead == 0)
 }
 
 // point makes x's point, cold saying whether it found its cache expired
