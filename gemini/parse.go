@@ -42,8 +42,8 @@
 //   - "functionResponse" is ToolResult: ID and Name as for a call, and
 //     Content the value of the single member of its "response" object
 //     ({"output": ...} from the Gemini CLI, {"result": ...} or
-//     {"error": ...} from the SDKs), where any JSON value, a stub string
-//     included, keeps the request valid; Parts holds one part for it,
+//     {"error": ...} from the SDKs and the CLI, which sets IsError), where
+//     any JSON value, a stub string included, keeps the request valid; Parts holds one part for it,
 //     Text for a string, Opaque otherwise. A response of several members,
 //     or one that is not an object, has no member a pass could replace
 //     without breaking the API's Struct: the part is then Opaque;
@@ -229,6 +229,7 @@ type partFields struct {
 	// an object).
 	respValue                   span
 	respCount                   int
+	respError                   bool // the last member is "error": the call failed
 	executable, executionResult bool
 }
 
@@ -291,7 +292,7 @@ func (p *parser) inner(v int, f *partFields, dst *span, resp bool) (int, error) 
 		*dst = x
 		return x.End, err
 	}
-	f.name, f.id, f.args, f.respValue, f.respCount = span{}, span{}, span{}, span{}, 0
+	f.name, f.id, f.args, f.respValue, f.respCount, f.respError = span{}, span{}, span{}, span{}, 0, false
 	x, err := jsonscan.ObjectEach(b, i, dPartVal, func(k span, v int) (int, error) {
 		switch string(p.Key(k)) {
 		case "name":
@@ -324,6 +325,7 @@ func (p *parser) inner(v int, f *partFields, dst *span, resp bool) (int, error) 
 				z, err := jsonscan.ValueAt(b, v, dResponse)
 				f.respCount++
 				f.respValue = z
+				f.respError = string(p.Key(k)) == "error"
 				return z.End, err
 			})
 			return y.End, err
@@ -354,6 +356,7 @@ func (p *parser) block(s span, f *partFields) conversation.Block {
 		blk.Type = "functionResponse"
 		if obj(f.resp) && str(f.name) && (f.id.IsZero() || str(f.id)) && f.respCount == 1 {
 			blk.Kind, blk.ID, blk.Name, blk.Content = conversation.ToolResult, f.id, f.name, f.respValue
+			blk.IsError = f.respError
 			pt := conversation.Part{Kind: conversation.Opaque, Span: f.respValue}
 			if str(f.respValue) {
 				pt.Kind, pt.Text = conversation.Text, f.respValue

@@ -240,3 +240,24 @@ func TestCLICompaction(t *testing.T) {
 		c.Release()
 	}
 }
+
+// TestParseErrorResponse: a functionResponse whose response is
+// {"error": ...} (the SDKs' and the Gemini CLI's failed call) is an error
+// result, so summaries keep why it failed; {"output": ...} is not.
+func TestParseErrorResponse(t *testing.T) {
+	body := []byte(`{"contents":[{"role":"user","parts":[{"text":"go"}]},` +
+		`{"role":"model","parts":[{"functionCall":{"id":"a","name":"sh","args":{}}},{"functionCall":{"id":"b","name":"sh","args":{}}}]},` +
+		`{"role":"user","parts":[{"functionResponse":{"id":"a","name":"sh","response":{"error":"permission denied"}}},{"functionResponse":{"id":"b","name":"sh","response":{"output":"ok"}}}]}]}`)
+	c, err := Parse(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	var got []bool
+	for _, b := range c.Messages[2].Blocks {
+		got = append(got, b.IsError)
+	}
+	if d := cmp.Diff([]bool{true, false}, got); d != "" {
+		t.Errorf("IsError (-want +got):\n%s", d)
+	}
+}
